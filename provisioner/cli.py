@@ -1,0 +1,45 @@
+"""The ``groupless`` command: one entry point, a subcommand per process or tool.
+
+Each area registers its own subcommands (``register(subparsers)`` in its ``cli`` module), so
+this file only wires them together and never grows with their options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: Modules exposing ``register(subparsers: argparse._SubParsersAction) -> None``.
+SUBCOMMAND_MODULES = (
+    "webhook.cli",            # groupless webhook
+    "certs.cli",              # groupless certs generate
+    "extender.cli",           # groupless extender
+    "provisioner.controllers.cli",  # groupless controller
+    "provisioner.plan",       # groupless plan
+    "localcluster.cli",       # groupless dev-cluster, groupless demo
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="groupless",
+        description="Groupless: a groupless node autoscaler for Kubernetes (Karpenter's Provisioner API).",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module_name in SUBCOMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``groupless``; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    result = args.func(args)
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""The CloudProvider protocol: what the controllers ask of a cloud, and the errors it may raise.
+
+Modelled on Karpenter's ``pkg/cloudprovider/types.go``: a small interface, typed errors that
+the AWS implementation raises ``from`` the botocore error, and a fake for component tests
+(:mod:`provisioner.cloudprovider.fake`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from provisioner.api.types import Provisioner
+from provisioner.scheduling.instancetypes import InstanceType
+from provisioner.scheduling.requirements import Requirements
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRequest:
+    """What to launch for one planned node.
+
+    ``id`` is stable for the same planned node (derived from the Provisioner and the pods'
+    UIDs), so a retried launch of the same request never launches twice: it becomes the
+    CreateFleet ``ClientToken`` and the ``groupless.dev/node-request`` tag.
+    ``instance_type_options`` are ordered cheapest first (at most 60); ``requirements`` narrow
+    zones and capacity types; ``labels`` and ``taints`` (dicts ``{key, value, effect}``) go into
+    the node's bootstrap user data.
+    """
+
+    id: str
+    provisioner: Provisioner
+    instance_type_options: tuple[InstanceType, ...]
+    requirements: Requirements
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Mapping[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """A launched instance.
+
+    ``provider_id`` is ``aws:///<zone>/<instance-id>``; ``name`` is the Node name to use (the
+    lowercase private DNS name); ``labels`` are the well-known labels the instance implies
+    (instance type, zone, capacity type, arch, os); ``launch_time`` is RFC3339 when known.
+    """
+
+    provider_id: str
+    instance_id: str
+    name: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    state: str = "running"
+    launch_time: str | None = None
+    node_request_id: str | None = None
+    provisioner_name: str | None = None
+
+
+class CloudProviderError(Exception):
+    """Base of every error a cloud provider raises."""
+
+
+class InsufficientCapacityError(CloudProviderError):
+    """No requested offering had capacity; ``offerings`` lists (instance type, zone, capacity type)."""
+
+    def __init__(self, message: str, offerings: Sequence[tuple[str, str, str]] = ()) -> None:
+        super().__init__(message)
+        self.offerings = tuple(offerings)
+
+
+class NotFoundError(CloudProviderError):
+    """The instance (or other object) does not exist (any more)."""
+
+
+class LaunchError(CloudProviderError):
+    """The launch failed for a reason other than capacity (throttling, an invalid parameter, ...)."""
+
+
+class ConfigurationError(CloudProviderError):
+    """The Provisioner or controller settings cannot work (no subnet matches, no AMI, no profile)."""
+
+
+MachineList = list[Machine]
+InstanceTypeList = list[InstanceType]
+
+
+@runtime_checkable
+class CloudProvider(Protocol):
+    """What the controllers need from a cloud."""
+
+    def get_instance_types(self, provisioner: Provisioner) -> InstanceTypeList:
+        """Instance types with offerings in the Provisioner's subnets' zones, prices filled in."""
+        ...
+
+    def create(self, request: NodeRequest) -> Machine:
+        """Launch one instance for ``request``; idempotent per ``request.id``.
+
+        Raises InsufficientCapacityError, LaunchError, ConfigurationError.
+        """
+        ...
+
+    def delete(self, provider_id: str) -> None:
+        """Terminate the instance; an instance already gone is success."""
+        ...
+
+    def get(self, provider_id: str) -> Machine:
+        """The instance, or NotFoundError when it is gone or terminated."""
+        ...
+
+    def list(self) -> MachineList:
+        """Every live (not terminated) instance this cluster launched, found by tags."""
+        ...

@@ -1,0 +1,65 @@
+import pytest
+
+from provisioner.scheduling.requirements import Requirement, RequirementError, Requirements
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def reqs(*items):
+    return Requirements.from_node_selector_requirements(
+        [{"key": k, "operator": o, "values": list(v)} for k, o, v in items]
+    )
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        (("In", ["a", "b"]), ("In", ["b", "c"]), "In [b]"),
+        (("In", ["a", "b"]), ("NotIn", ["a"]), "In [b]"),
+        (("NotIn", ["a"]), ("NotIn", ["b"]), "NotIn [a, b]"),
+        (("Exists", []), ("In", ["a"]), "In [a]"),
+        (("Exists", []), ("DoesNotExist", []), "DoesNotExist"),
+        (("Gt", ["3"]), ("In", ["1", "5", "x"]), "In [5]"),
+    ],
+)
+def test_intersection_matrix(a, b, expected):
+    left = Requirement.of("k", a[0], a[1])
+    right = Requirement.of("k", b[0], b[1])
+    assert str(left.intersection(right)) == f"k {expected}"
+
+
+def test_gt_and_lt_bound_both_sides():
+    result = Requirement.of("k", "Gt", ["3"]).intersection(Requirement.of("k", "Lt", ["5"]))
+    assert [v for v in ("3", "4", "5", "x") if result.has(v)] == ["4"]
+    assert Requirement.of("k", "Gt", ["3"]).intersection(Requirement.of("k", "Lt", ["4"])).is_empty()
+
+
+def test_aliases_are_normalised():
+    r = Requirements.from_labels({"failure-domain.beta.kubernetes.io/zone": "ap-south-1a"})
+    assert list(r) == [ZONE]
+    assert r.has("failure-domain.beta.kubernetes.io/zone", "ap-south-1a")
+
+
+def test_infeasible_keys_only_for_positive_operators():
+    assert reqs((ZONE, "In", ["a"]), (ZONE, "In", ["b"])).infeasible_keys() == (ZONE,)
+    assert reqs((ZONE, "NotIn", ["a"]), (ZONE, "DoesNotExist", [])).infeasible_keys() == ()
+    assert reqs((ZONE, "Exists", []), (ZONE, "DoesNotExist", [])).infeasible_keys() == (ZONE,)
+
+
+def test_compatible_reasons_name_key_and_sets():
+    provisioner = reqs((ZONE, "In", ["ap-south-1a", "ap-south-1b"]))
+    pod = reqs((ZONE, "In", ["ap-south-1c"]))
+    assert provisioner.compatible(pod) == (
+        f"key {ZONE}, {ZONE} In [ap-south-1c] not in {ZONE} In [ap-south-1a, ap-south-1b]"
+    )
+    assert provisioner.compatible(reqs(("example.com/team", "In", ["a"]))) == (
+        "label example.com/team does not have known values"
+    )
+    assert provisioner.compatible(reqs(("example.com/team", "NotIn", ["a"]))) is None
+
+
+def test_gt_needs_one_integer():
+    with pytest.raises(RequirementError, match="exactly one integer"):
+        Requirement.of("k", "Gt", ["x"])
+    with pytest.raises(RequirementError, match="not one of"):
+        Requirement.of("k", "Near", ["x"])
