@@ -1,0 +1,283 @@
+"""Prometheus metrics of every Groupless process, in one module so names never drift.
+
+Why one module: the webhook, the extender and the controller each serve ``/metrics``
+(``prometheus_client`` default registry), dashboards and alerts key on these names, and the
+docs' metrics list is checked against this file by a test. Every metric is named
+``groupless_<area>_<what>_<unit>`` and carries only *bounded* labels: provisioner, method,
+outcome, reason, verb, resource, endpoint, and node names for the per-node gauges (bounded
+by the cluster size, as Karpenter's ``karpenter_nodes_*`` gauges are). Never pod names, pod
+UIDs, namespaces or error messages: an unbounded label is a memory leak in Prometheus.
+
+Usage from the other parts::
+
+    from provisioner import metrics
+    with metrics.time_call(metrics.CLOUDPROVIDER_DURATION, method="create"):
+        ...  # outcome label set to "success" or "error" automatically
+    metrics.NODES_LAUNCHED.labels(provisioner="default", capacity_type="spot", zone="us-west-2a").inc()
+
+Durations are in seconds, sizes in pods, resources in the units of the core (cpu in cores as
+Prometheus expects, i.e. milli-CPU / 1000; memory and storage in bytes; counts as counts); use
+:func:`resource_value` to convert.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+NAMESPACE = "groupless"
+
+#: Latency buckets in seconds, 1 ms .. 60 s: extender and webhook answers sit in the low
+#: milliseconds (the scheduler's extender timeout is 5 s), EC2 calls in 0.1-10 s, batches up
+#: to the 10 s window and solves of very large batches beyond.
+DURATION_BUCKETS: tuple[float, ...] = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
+)
+
+#: Batch sizes in pods; the batcher closes a window at 2,000 pods (Karpenter's limit).
+BATCH_SIZE_BUCKETS: tuple[float, ...] = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2000)
+
+#: Outcome label values of :data:`EVICTIONS` (the Eviction API's answers, see termination).
+EVICTION_OUTCOMES = ("evicted", "pdb_blocked", "not_found", "error")
+
+# --- provisioning -----------------------------------------------------------------------
+
+BATCH_SIZE = Histogram(
+    "groupless_provisioner_batch_size_pods",
+    "Number of pending pods in each closed batching window (the walkthrough's 'Batched N pods').",
+    buckets=BATCH_SIZE_BUCKETS,
+)
+"""Pods per batch: how many unschedulable pods one provisioning round considered."""
+
+BATCH_DURATION = Histogram(
+    "groupless_provisioner_batch_duration_seconds",
+    "Time from the first pod of a batching window to the window closing (1 s idle / 10 s max).",
+    buckets=DURATION_BUCKETS,
+)
+"""Length of each batching window, in seconds."""
+
+SOLVE_DURATION = Histogram(
+    "groupless_provisioner_solve_duration_seconds",
+    "Time spent computing the packing (pure solver) for one batch.",
+    buckets=DURATION_BUCKETS,
+)
+"""Duration of one ``solve()`` over a batch, in seconds."""
+
+PODS_NOMINATED = Counter(
+    "groupless_provisioner_pods_nominated_total",
+    "Pods nominated to a node launched for them (groupless.dev/nominations annotation).",
+    ["provisioner"],
+)
+"""Pods written into a new node's nominations, by Provisioner."""
+
+LAUNCH_ERRORS = Counter(
+    "groupless_provisioner_launch_errors_total",
+    "Failed node launches by error type (insufficient_capacity, not_found, limits_exceeded, "
+    "unauthorized, throttled, error).",
+    ["provisioner", "type"],
+)
+"""Launch failures by Provisioner and typed error (the CloudProvider's error class, snake_cased)."""
+
+NODES_LAUNCHED = Counter(
+    "groupless_nodes_launched_total",
+    "Nodes launched (instance created and Node object registered).",
+    ["provisioner", "capacity_type", "zone"],
+)
+"""Nodes launched, by Provisioner, capacity type (spot/on-demand) and zone."""
+
+NODES_TERMINATED = Counter(
+    "groupless_nodes_terminated_total",
+    "Nodes terminated, by reason (emptiness, expiration, deleted, garbage_collected, ...).",
+    ["provisioner", "reason"],
+)
+"""Nodes whose instance was terminated and Node object removed, by reason."""
+
+EVICTIONS = Counter(
+    "groupless_evictions_total",
+    "Eviction API calls made while draining nodes, by outcome "
+    "(evicted, pdb_blocked = HTTP 429 from a PodDisruptionBudget, not_found, error).",
+    ["outcome"],
+)
+"""Evictions during termination, by outcome (see :data:`EVICTION_OUTCOMES`)."""
+
+# --- cloud provider ---------------------------------------------------------------------
+
+CLOUDPROVIDER_DURATION = Histogram(
+    "groupless_cloudprovider_duration_seconds",
+    "Duration of CloudProvider calls (create, delete, get_instance_types, list, ...), by outcome.",
+    ["method", "outcome"],
+    buckets=DURATION_BUCKETS,
+)
+"""CloudProvider call latency by method and outcome (success, or the error class snake_cased)."""
+
+# --- extender and webhook ---------------------------------------------------------------
+
+EXTENDER_DURATION = Histogram(
+    "groupless_extender_request_duration_seconds",
+    "Latency of scheduler extender requests, by verb (filter, prioritize) and HTTP status code.",
+    ["verb", "code"],
+    buckets=DURATION_BUCKETS,
+)
+"""Extender answer latency; the scheduler's timeout for an extender is 5 s by default."""
+
+WEBHOOK_DURATION = Histogram(
+    "groupless_webhook_request_duration_seconds",
+    "Latency of admission webhook requests, by endpoint (mutate, validate), operation "
+    "(CREATE, UPDATE, ...) and whether the request was allowed.",
+    ["endpoint", "operation", "allowed"],
+    buckets=DURATION_BUCKETS,
+)
+"""Admission latency; the API server's webhook timeout is 10 s by default."""
+
+# --- state gauges -----------------------------------------------------------------------
+
+PROVISIONER_USAGE = Gauge(
+    "groupless_provisioner_usage",
+    "Resources of the nodes a Provisioner launched (status.resources), by resource; cpu in "
+    "cores, memory and storage in bytes.",
+    ["provisioner", "resource"],
+)
+"""What each Provisioner currently owns, the numerator of its limits."""
+
+PROVISIONER_LIMIT = Gauge(
+    "groupless_provisioner_limit",
+    "spec.limits.resources of a Provisioner, by resource (only limited resources are exported).",
+    ["provisioner", "resource"],
+)
+"""A Provisioner's limits; alert on usage / limit."""
+
+PROVISIONER_USAGE_RATIO = Gauge(
+    "groupless_provisioner_usage_ratio",
+    "usage / limit of a Provisioner for each limited resource (1.0 = no more launches).",
+    ["provisioner", "resource"],
+)
+"""Usage against limits as a ratio, precomputed for alerts."""
+
+NODE_ALLOCATABLE = Gauge(
+    "groupless_node_allocatable",
+    "status.allocatable of nodes launched by Groupless, by resource; cpu in cores, memory in bytes.",
+    ["node", "provisioner", "resource"],
+)
+"""Allocatable per node and resource."""
+
+NODE_REQUESTED = Gauge(
+    "groupless_node_requested",
+    "Sum of the resource requests of the pods bound to a node (DaemonSet pods included), by resource.",
+    ["node", "provisioner", "resource"],
+)
+"""Requested per node and resource; allocatable - requested is the free space."""
+
+
+def resource_value(resource: str, value: int) -> float:
+    """Convert a core quantity (milli-CPU for ``cpu``, bytes or counts otherwise) to Prometheus' base unit.
+
+    Prometheus convention is base units: cpu in cores, memory in bytes. So ``cpu`` is divided
+    by 1000 and everything else is returned as a float unchanged.
+    """
+    return value / 1000.0 if resource == "cpu" else float(value)
+
+
+def set_resource_gauges(gauge: Gauge, values: Mapping[str, int], **labels: str) -> None:
+    """Set ``gauge`` for every resource in ``values`` (core units), with ``labels`` plus ``resource``."""
+    for resource, value in values.items():
+        gauge.labels(resource=resource, **labels).set(resource_value(resource, value))
+
+
+def remove_node(node: str, provisioner: str, resources: tuple[str, ...] | None = None) -> None:
+    """Drop the per-node series of a deleted node so gauges don't report ghosts.
+
+    ``resources``: the resource label values to remove; by default every series of the node
+    currently present. Missing series are ignored.
+    """
+    for gauge in (NODE_ALLOCATABLE, NODE_REQUESTED):
+        names = resources
+        if names is None:
+            names = tuple(
+                sample.labels["resource"]
+                for metric in gauge.collect()
+                for sample in metric.samples
+                if sample.labels.get("node") == node and sample.labels.get("provisioner") == provisioner
+            )
+        for resource in names:
+            try:
+                gauge.remove(node, provisioner, resource)
+            except KeyError:
+                pass
+
+
+def outcome_of(error: BaseException | None) -> str:
+    """The ``outcome`` label for a call: ``success``, or the error's class name in snake_case.
+
+    Class names are bounded (the typed errors of the CloudProvider protocol), unlike messages.
+    ``InsufficientCapacityError`` -> ``insufficient_capacity``.
+    """
+    if error is None:
+        return "success"
+    name = type(error).__name__.removesuffix("Error") or "error"
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i and not name[i - 1].isupper():
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)
+
+
+@contextmanager
+def time_call(histogram: Histogram, **labels: Any) -> Iterator[dict[str, str]]:
+    """Observe the duration of the ``with`` body in ``histogram``, in seconds.
+
+    ``labels`` are the histogram's labels; if the histogram has an ``outcome`` label that is not
+    given, it is set to ``success`` or to :func:`outcome_of` the exception (which is re-raised).
+    The yielded dict may be updated inside the body to set labels known only at the end
+    (e.g. ``extra["code"] = "200"``). Histograms without labels are observed directly.
+    """
+    extra: dict[str, str] = {}
+    started = time.perf_counter()
+    error: BaseException | None = None
+    try:
+        yield extra
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        elapsed = time.perf_counter() - started
+        names = getattr(histogram, "_labelnames", ())
+        values = {k: str(v) for k, v in labels.items()}
+        values.update(extra)
+        if "outcome" in names and "outcome" not in values:
+            values["outcome"] = outcome_of(error)
+        if names:
+            histogram.labels(**{n: values.get(n, "") for n in names}).observe(elapsed)
+        else:
+            histogram.observe(elapsed)
+
+
+#: Every metric of this module, for the docs test and for ``/metrics`` smoke checks.
+ALL_METRICS = (
+    BATCH_SIZE, BATCH_DURATION, SOLVE_DURATION, PODS_NOMINATED, LAUNCH_ERRORS, NODES_LAUNCHED,
+    NODES_TERMINATED, EVICTIONS, CLOUDPROVIDER_DURATION, EXTENDER_DURATION, WEBHOOK_DURATION,
+    PROVISIONER_USAGE, PROVISIONER_LIMIT, PROVISIONER_USAGE_RATIO, NODE_ALLOCATABLE, NODE_REQUESTED,
+)
+
+
+def metric_names() -> list[str]:
+    """Exposition names of every Groupless metric (counters with their ``_total`` suffix)."""
+    names = []
+    for metric in ALL_METRICS:
+        base = metric._name  # prometheus_client strips _total from counters internally
+        names.append(f"{base}_total" if isinstance(metric, Counter) else base)
+    return names
+
+
+def exposition() -> tuple[bytes, str]:
+    """Body and Content-Type of a ``/metrics`` answer from the default registry.
+
+    For the flask apps: ``body, ctype = exposition(); return Response(body, content_type=ctype)``.
+    """
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
