@@ -1,0 +1,157 @@
+"""One way to serve a WSGI app: gunicorn, one process, ``gthread`` workers, optional (mutual) TLS.
+
+Why one runner for the webhook, the extender and the controller's health/metrics server: they
+share the same needs. One worker process, so an in-memory cache (the extender's cluster view,
+the webhook's metrics) serves every request; threads and keep-alive, because kube-apiserver and
+kube-scheduler hold connections open and call concurrently; TLS 1.2+ because kube-apiserver
+only calls webhooks over HTTPS (a certificate for ``https://127.0.0.1`` needs an IP SAN, see
+:mod:`certs`); and, when a client CA is given, mutual TLS so only holders of a certificate
+signed by it (the apiserver's or scheduler's client certificate) get an answer.
+
+Usage::
+
+    from provisioner.serving import serve
+    serve(app, listen="0.0.0.0:8443", cert_file="tls.crt", key_file="tls.key", name="groupless-webhook")
+
+``serve`` blocks until SIGTERM/SIGINT, and installs gunicorn's signal handlers, so call it from
+the main thread of a process of its own (tests start ``groupless webhook`` as a subprocess).
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+WSGIApp = Callable[..., Any]
+
+
+class ServingError(ValueError):
+    """Bad serving options: an unparsable listen address, a missing certificate file, ..."""
+
+
+def parse_listen(listen: str) -> str:
+    """``HOST:PORT`` (``[::1]:8443`` for IPv6, ``:8443`` for all interfaces) as a gunicorn bind.
+
+    Raises ServingError naming the value when there is no port or the port is not 0..65535.
+    """
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ServingError(f"--listen {listen!r}: expected HOST:PORT, e.g. 0.0.0.0:8443 or [::]:8443")
+    if host.startswith("[") != host.endswith("]"):
+        raise ServingError(f"--listen {listen!r}: unbalanced brackets around an IPv6 address")
+    return f"{host or '0.0.0.0'}:{port}"
+
+
+def tls_options(cert_file: str | None, key_file: str | None, client_ca_file: str | None) -> dict[str, Any]:
+    """Gunicorn settings for TLS; ``{}`` when neither file is given.
+
+    Raises ServingError when only one of cert and key is given, when a file is unreadable, or
+    when a client CA is given without a serving certificate.
+    """
+    if not cert_file and not key_file:
+        if client_ca_file:
+            raise ServingError("--client-ca-file needs --tls-cert-file and --tls-key-file")
+        return {}
+    if not cert_file or not key_file:
+        raise ServingError("--tls-cert-file and --tls-key-file must be given together")
+    for flag, path in (("--tls-cert-file", cert_file), ("--tls-key-file", key_file),
+                       ("--client-ca-file", client_ca_file)):
+        if path and not os.access(path, os.R_OK):
+            raise ServingError(f"{flag} {path!r}: file does not exist or is not readable")
+    options: dict[str, Any] = {"certfile": cert_file, "keyfile": key_file, "ssl_context": _ssl_context}
+    if client_ca_file:
+        options.update(ca_certs=client_ca_file, cert_reqs=ssl.CERT_REQUIRED)
+    return options
+
+
+def _ssl_context(config: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+    """Gunicorn's default context (cert, key, client CA, cert_reqs) with TLS 1.2 as the floor."""
+    context = default_ssl_context_factory()
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+class _Application(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type hints
+    def __init__(self, app: WSGIApp, options: dict[str, Any]) -> None:
+        self._app = app
+        self._options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self._options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> WSGIApp:
+        return self._app
+
+
+def gunicorn_options(
+    *,
+    listen: str,
+    cert_file: str | None,
+    key_file: str | None,
+    client_ca_file: str | None = None,
+    threads: int = 8,
+    name: str = "groupless",
+    timeout: int = 30,
+    keepalive: int = 75,
+    access_log: bool = False,
+) -> dict[str, Any]:
+    """The gunicorn settings :func:`serve` uses (exposed for tests and for ``--help`` texts)."""
+    if threads < 1:
+        raise ServingError(f"threads must be at least 1, got {threads}")
+    options: dict[str, Any] = {
+        "bind": [parse_listen(listen)],
+        "workers": 1,
+        "worker_class": "gthread",
+        "threads": threads,
+        # kube-apiserver reuses connections for up to 90s idle; keep ours open a little less
+        # than that so it never writes into a socket we are closing.
+        "keepalive": keepalive,
+        "timeout": timeout,
+        "graceful_timeout": 10,
+        "proc_name": name,
+        "accesslog": "-" if access_log else None,
+        "errorlog": "-",
+        "loglevel": "info",
+        # Headers over 8 KiB and request lines over 4 KiB are refused by gunicorn itself (400).
+        "limit_request_line": 4094,
+        "preload_app": True,
+        "control_socket_disable": True,
+    }
+    options.update(tls_options(cert_file, key_file, client_ca_file))
+    return options
+
+
+def serve(
+    app: WSGIApp,
+    *,
+    listen: str,
+    cert_file: str | None,
+    key_file: str | None,
+    client_ca_file: str | None = None,
+    threads: int = 8,
+    name: str = "groupless",
+    timeout: int = 30,
+    access_log: bool = False,
+) -> None:
+    """Serve the WSGI ``app`` on ``listen`` (``HOST:PORT``) until SIGTERM/SIGINT; blocks.
+
+    - ``cert_file``/``key_file``: PEM serving certificate (chain) and key; both None serves
+      plain HTTP (health and metrics behind a NetworkPolicy only).
+    - ``client_ca_file``: PEM CA bundle; when set, clients must present a certificate signed by
+      it (``ssl.CERT_REQUIRED``).
+    - ``threads``: concurrent requests (gthread worker threads); one worker process always.
+    - ``timeout``: seconds a request may take before gunicorn restarts the worker.
+
+    Raises ServingError for bad options before anything listens. Must run in the main thread.
+    """
+    options = gunicorn_options(
+        listen=listen, cert_file=cert_file, key_file=key_file, client_ca_file=client_ca_file,
+        threads=threads, name=name, timeout=timeout, access_log=access_log,
+    )
+    _Application(app, options).run()
