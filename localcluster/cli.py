@@ -1,15 +1,164 @@
-"""Subcommand registration (placeholder until this area's issue lands)."""
+"""``groupless dev-cluster up|down|env|status`` and ``groupless demo``.
+
+Why a CLI over the local cluster: the walkthrough is the product's first impression, and it
+needs a real control plane; ``groupless demo`` builds one (once), starts it, replays the
+walkthrough and tears it down, while ``dev-cluster`` keeps one running for hands-on use
+(``eval "$(groupless dev-cluster env)"`` then plain ``kubectl``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import signal
+import sys
+import time
 from typing import Any
+
+DEFAULT_NAME = "default"
 
 
 def register(subparsers: Any) -> None:
-    """Placeholder: this area's subcommands are added by its issue."""
-    del subparsers
+    """Add ``dev-cluster`` and ``demo`` to the ``groupless`` parser."""
+    dev = subparsers.add_parser(
+        "dev-cluster",
+        help="run a local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok, moto, Groupless)",
+        description="Run a real Kubernetes control plane on 127.0.0.1 with kwok as the kubelet and a moto "
+        "server as EC2/SSM, plus Groupless's webhook, extender and controller.",
+    )
+    dev_sub = dev.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
+
+    up = dev_sub.add_parser("up", help="start the cluster (foreground until Ctrl-C, or --detach)")
+    up.add_argument("--name", default=DEFAULT_NAME, help="cluster name (directory under the cache)")
+    up.add_argument("--detach", action="store_true", help="return once up; stop later with `dev-cluster down`")
+    up.add_argument("--no-groupless", action="store_true", help="only the Kubernetes control plane and kwok")
+    up.set_defaults(func=_up)
+
+    down = dev_sub.add_parser("down", help="stop every process of the cluster")
+    down.add_argument("--name", default=DEFAULT_NAME)
+    down.add_argument("--purge", action="store_true", help="also delete the cluster directory (logs, PKI)")
+    down.set_defaults(func=_down)
+
+    env = dev_sub.add_parser("env", help="print `export KUBECONFIG=...` etc. for a shell: eval \"$(groupless dev-cluster env)\"")
+    env.add_argument("--name", default=DEFAULT_NAME)
+    env.set_defaults(func=_env)
+
+    status = dev_sub.add_parser("status", help="show the components, their ports and logs")
+    status.add_argument("--name", default=DEFAULT_NAME)
+    status.set_defaults(func=_status)
+
+    demo = subparsers.add_parser(
+        "demo",
+        help="replay the walkthrough on a local control plane (the first thing to run)",
+        description="Bring a local cluster up (or reuse a running one), replay the walkthrough step by step "
+        "and tear it down unless --keep.",
+    )
+    demo.add_argument("--name", default="demo", help="cluster name (default: demo)")
+    demo.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    demo.add_argument("--expiry-seconds", type=int, default=60,
+                      help="ttlSecondsUntilExpired used for the node-upgrade step (the walkthrough's 1800 s, shortened)")
+    demo.set_defaults(func=_demo)
 
 
-def _unused(args: argparse.Namespace) -> int:  # pragma: no cover
+def _progress(started: float) -> Any:
+    def say(message: str) -> None:
+        print(f"[{time.monotonic() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def _up(args: argparse.Namespace) -> int:
+    from localcluster.build import BuildError
+    from localcluster.cluster import ClusterError, LocalCluster, Settings
+
+    cluster = LocalCluster(args.name, Settings(groupless=not args.no_groupless))
+    if cluster.running():
+        print(f"cluster {args.name!r} is already running", file=sys.stderr)
+        _print_env(cluster.attach())
+        return 0
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        cluster.up(detach=args.detach, progress=_progress(time.monotonic()))
+    except (ClusterError, BuildError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; stopped", file=sys.stderr)
+        return 130
+    _print_env(cluster)
+    if args.detach:
+        print(f"# stop it with: groupless dev-cluster down --name {args.name}", file=sys.stderr)
+        return 0
+    print("# running; Ctrl-C stops every component", file=sys.stderr)
+    try:
+        while True:
+            for component in cluster.components:
+                if component.process is not None and component.process.poll() is not None:
+                    print(f"warning: {component.name} exited (code {component.process.returncode}); "
+                          f"see {component.log}", file=sys.stderr)
+                    component.process = None
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.down()
     return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    import shutil
+
+    from localcluster.cluster import LocalCluster
+
+    cluster = LocalCluster(args.name)
+    stopped = cluster.down(quiet=True)
+    print(f"stopped {', '.join(stopped)}" if stopped else f"cluster {args.name!r} was not running")
+    if args.purge and cluster.directory.exists():
+        shutil.rmtree(cluster.directory)
+        print(f"removed {cluster.directory}")
+    return 0
+
+
+def _print_env(cluster: Any) -> None:
+    for key, value in cluster.env().items():
+        print(f"export {key}={shlex.quote(value)}")
+
+
+def _env(args: argparse.Namespace) -> int:
+    from localcluster.cluster import ClusterError, LocalCluster
+
+    try:
+        cluster = LocalCluster(args.name).attach()
+    except ClusterError as error:
+        print(f"error: {error}; start it with `groupless dev-cluster up --name {args.name}`", file=sys.stderr)
+        return 1
+    _print_env(cluster)
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    import json
+
+    from localcluster.cluster import LocalCluster, _process_alive
+
+    cluster = LocalCluster(args.name)
+    if not cluster.state_file.exists():
+        print(f"cluster {args.name!r} is not running ({cluster.directory})")
+        return 1
+    state = json.loads(cluster.state_file.read_text())
+    print(f"cluster {args.name!r} in {cluster.directory}")
+    print(f"  kubeconfig  {state['kubeconfig']}")
+    healthy = True
+    for name, entry in state["components"].items():
+        alive = _process_alive(int(entry["pgid"]))
+        healthy &= alive
+        print(f"  {name:<24} pid {entry['pid']:<8} {'running' if alive else 'EXITED':<8} log {entry['log']}")
+    for name, port in sorted(state["ports"].items()):
+        print(f"  port {name:<19} {port}")
+    return 0 if healthy else 1
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from localcluster.demo import run_demo
+
+    return run_demo(name=args.name, keep=args.keep, expiry_seconds=args.expiry_seconds)

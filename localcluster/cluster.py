@@ -1,0 +1,722 @@
+"""A real Kubernetes control plane on loopback, without a container runtime.
+
+Why real components rather than fakes: everything Groupless promises happens between them --
+kube-apiserver calling our admission webhooks, kube-scheduler calling our extender,
+kube-controller-manager running Deployments and computing PodDisruptionBudget status, the
+Eviction API enforcing it. Only the kubelet is simulated, by kwok, and only for the nodes
+Groupless creates (annotated ``kwok.x-k8s.io/node: fake``); EC2 and SSM are a seeded moto
+server.
+
+Each component is a subprocess in its own process group on a free 127.0.0.1 port, waited for
+on its health endpoint, with its log in ``<cluster dir>/logs/<component>.log``. The state file
+``<cluster dir>/state.json`` records ports and process groups so that ``groupless dev-cluster
+down`` works from another shell; ``down`` stops every group (SIGTERM, then SIGKILL), so no
+process is left behind. In the foreground (tests, ``groupless demo``) each component also gets
+``PR_SET_PDEATHSIG`` so that it dies with its parent even if the parent is killed hard.
+
+Start order (each one waited for before the next): etcd, kube-apiserver, kube-controller-manager,
+moto, kwok, then Groupless's webhook (its CRD applied first and its webhook configurations
+registered after it answers), extender, kube-scheduler (its configuration points at the
+extender), and the controller. Groupless processes are started as ``python -m provisioner.cli
+<subcommand>`` from the interpreter running this code, so they use the same installation.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from localcluster import build, pki
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEPLOY_DIR = REPO_ROOT / "deploy"
+KWOK_STAGES = Path(__file__).resolve().parent / "kwok-stages.yaml"
+
+#: The annotation kwok selects the nodes it simulates by; Groupless puts it on the Nodes it creates.
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_NODE_ANNOTATION_VALUE = "fake"
+
+#: The walkthrough's account, as ``localcluster.aws.seed_account`` seeds it.
+AWS_REGION = "ap-south-1"
+CLUSTER_NAME = "karpenter-demo"
+
+
+class ClusterError(RuntimeError):
+    """A component did not start or became unhealthy; the message names it and its log."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Tunables of a local cluster. The defaults are the fast settings tests and the demo use."""
+
+    #: Groupless's provisioning batch windows (seconds): idle and maximum, as in Karpenter.
+    batch_idle_seconds: float = 1.0
+    batch_max_seconds: float = 10.0
+    #: Start Groupless's own processes (webhook, extender, controller) when they are installed.
+    groupless: bool = True
+    #: Seconds to wait for each component's health endpoint.
+    start_timeout: float = 180.0
+    #: Extra environment for the controller (``GROUPLESS_*`` overrides).
+    controller_env: Mapping[str, str] = field(default_factory=dict)
+    log_level: str = "info"
+
+
+def cache_dir() -> Path:
+    return build.cache_dir()
+
+
+def cluster_dir(name: str) -> Path:
+    """``$GROUPLESS_CACHE_DIR/clusters/<name>`` (default ``~/.cache/groupless/clusters/<name>``)."""
+    return cache_dir() / "clusters" / name
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def available_subcommands() -> set[str]:
+    """The ``groupless`` subcommands registered in this installation (parts land independently)."""
+    from provisioner.cli import build_parser
+
+    parser = build_parser()
+    for action in parser._actions:  # argparse has no public accessor for subparsers
+        if isinstance(action, __import__("argparse")._SubParsersAction):
+            return set(action.choices)
+    return set()
+
+
+def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie is dead for our purposes
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def stop_process_group(pgid: int, executable: str, timeout: float = 10.0) -> bool:
+    """SIGTERM the process group ``pgid`` (led by ``executable``), SIGKILL it after ``timeout``.
+
+    Returns False when the group was already gone. The leader's command line is checked against
+    ``executable`` so a recycled pid of some unrelated process is never signalled.
+    """
+    if not _process_alive(pgid):
+        return False
+    argv = _cmdline(pgid)
+    if argv and executable and executable not in argv[:3]:
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _process_alive(pgid):
+            break
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)  # stragglers of the group (gunicorn workers, ...)
+    return True
+
+
+@dataclass
+class Component:
+    """One running subprocess of the cluster."""
+
+    name: str
+    argv: list[str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+
+class LocalCluster:
+    """A local control plane rooted at ``cluster_dir(name)``.
+
+    Use as a context manager (``with LocalCluster("demo") as cluster: ...``) or call
+    :meth:`up` / :meth:`down`. :meth:`attach` reconnects to a cluster started by another process.
+    """
+
+    def __init__(self, name: str = "default", settings: Settings | None = None, directory: Path | None = None):
+        self.name = name
+        self.settings = settings or Settings()
+        self.directory = directory or cluster_dir(name)
+        self.binaries = build.binaries()
+        self.components: list[Component] = []
+        self.ports: dict[str, int] = {}
+        self.started_seconds: float | None = None
+        self._tie_to_parent = True
+
+    # ----- paths --------------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "admin.kubeconfig"
+
+    @property
+    def state_file(self) -> Path:
+        return self.directory / "state.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.directory / "logs"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.directory / "pki"
+
+    @property
+    def apiserver_url(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    @property
+    def aws_endpoint_url(self) -> str | None:
+        port = self.ports.get("moto")
+        return f"http://127.0.0.1:{port}" if port else None
+
+    def log_path(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+    def env(self) -> dict[str, str]:
+        """Environment variables a shell needs to use this cluster (``KUBECONFIG``, ``PATH``, AWS)."""
+        env = {
+            "KUBECONFIG": str(self.kubeconfig),
+            "PATH": f"{self.binaries.directory}:{os.environ.get('PATH', '')}",
+        }
+        if self.aws_endpoint_url:
+            env.update(
+                AWS_ENDPOINT_URL=self.aws_endpoint_url, AWS_REGION=AWS_REGION, AWS_DEFAULT_REGION=AWS_REGION,
+                AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+            )
+        return env
+
+    # ----- lifecycle ----------------------------------------------------------------------
+    def __enter__(self) -> LocalCluster:
+        self.up()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def running(self) -> bool:
+        """True when a state file exists and every recorded process group is alive."""
+        if not self.state_file.exists():
+            return False
+        state = json.loads(self.state_file.read_text())
+        return bool(state.get("components")) and all(
+            _process_alive(c["pgid"]) for c in state["components"].values()
+        )
+
+    def attach(self) -> LocalCluster:
+        """Load ports and component list of a cluster started elsewhere (from ``state.json``)."""
+        if not self.state_file.exists():
+            raise ClusterError(f"no local cluster {self.name!r} is running (no {self.state_file})")
+        state = json.loads(self.state_file.read_text())
+        self.ports = {k: int(v) for k, v in state["ports"].items()}
+        self.pki = pki.create_cluster_pki(self.pki_dir)
+        self.components = [
+            Component(name, c["argv"], Path(c["log"])) for name, c in state["components"].items()
+        ]
+        return self
+
+    def up(self, *, detach: bool = False, progress: Callable[[str], None] | None = None) -> None:
+        """Build the binaries if needed and start every component; raises ClusterError on failure.
+
+        ``detach=True`` leaves the processes running after this Python process exits (for
+        ``groupless dev-cluster up --detach``); otherwise they die with it. Whatever started is
+        stopped again when a later component fails or on KeyboardInterrupt.
+        """
+        say = progress or (lambda message: None)
+        self._tie_to_parent = not detach
+        if self.running():
+            raise ClusterError(
+                f"local cluster {self.name!r} is already running; `groupless dev-cluster down --name {self.name}` first"
+            )
+        self.down(quiet=True)  # leftovers of a crashed run
+        say("building / locating binaries")
+        self.binaries = build.build()
+        started = time.monotonic()
+        for stale in ("etcd", "logs", "state.json", "scheduler", "webhooks"):
+            path = self.directory / stale
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.pki = pki.create_cluster_pki(self.pki_dir)
+        self.ports = {
+            name: free_port()
+            for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok",
+                         "moto", "webhook", "extender", "controller-metrics")
+        }
+        self._write_kubeconfig()
+        try:
+            self._start_all(say)
+        except BaseException:
+            self.down(quiet=True)
+            raise
+        self.started_seconds = time.monotonic() - started
+        say(f"cluster {self.name!r} is up in {self.started_seconds:.1f}s")
+
+    def _start_all(self, say: Callable[[str], None]) -> None:
+        s = self.settings
+        self._start_etcd()
+        say("etcd is healthy")
+        self._start_apiserver()
+        say(f"kube-apiserver is ready at {self.apiserver_url}")
+        self._start_controller_manager()
+        say("kube-controller-manager is healthy")
+        subcommands = available_subcommands() if s.groupless else set()
+        if s.groupless and _aws_module_available():
+            self._start_moto()
+            say(f"moto (EC2/SSM) is serving at {self.aws_endpoint_url}")
+        else:
+            self.ports.pop("moto", None)
+        self._start_kwok()
+        say("kwok is healthy")
+        if "webhook" in subcommands:
+            self._apply_crds()
+            self._start_webhook()
+            self._register_webhooks()
+            say("Groupless webhook is serving and registered")
+        extender = "extender" in subcommands
+        if extender:
+            self._start_extender()
+            say("Groupless extender is serving")
+        self._start_scheduler(with_extender=extender)
+        say("kube-scheduler is healthy" + (" (with the Groupless extender)" if extender else ""))
+        if "controller" in subcommands and self.aws_endpoint_url:
+            self._start_controller()
+            say("Groupless controller is running")
+        self._wait_default_service_account()
+
+    def down(self, quiet: bool = False) -> list[str]:
+        """Stop every process group recorded in the state file (reverse start order).
+
+        Returns the names of the components that were stopped. Safe to call repeatedly and
+        from another process than the one that started the cluster.
+        """
+        stopped: list[str] = []
+        # our own children first (covers a failure before the state file was written)
+        for component in reversed(self.components):
+            if component.process is not None and component.process.poll() is None:
+                stop_process_group(component.process.pid, component.argv[0])
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    component.process.wait(timeout=5)
+                stopped.append(component.name)
+        if self.state_file.exists():
+            with contextlib.suppress(ValueError, OSError):
+                state = json.loads(self.state_file.read_text())
+                for name, entry in reversed(list(state.get("components", {}).items())):
+                    if name not in stopped and stop_process_group(int(entry["pgid"]), entry["argv"][0]):
+                        stopped.append(name)
+            with contextlib.suppress(FileNotFoundError):
+                self.state_file.unlink()
+        self.components = []
+        if stopped and not quiet:
+            print(f"stopped {', '.join(stopped)}", file=sys.stderr)
+        return stopped
+
+    # ----- process plumbing ---------------------------------------------------------------
+    def _spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Component:
+        log = self.log_path(name)
+        handle = log.open("ab")
+        process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            cwd=self.directory,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,  # own process group: `down` kills the whole group
+            preexec_fn=_set_pdeathsig if self._tie_to_parent else None,  # noqa: PLW1509
+        )
+        handle.close()
+        component = Component(name, list(argv), log, process)
+        self.components.append(component)
+        self._save_state()
+        return component
+
+    def _save_state(self) -> None:
+        state = {
+            "name": self.name,
+            "ports": self.ports,
+            "kubeconfig": str(self.kubeconfig),
+            "components": {
+                c.name: {"pid": c.pid, "pgid": c.pid, "argv": c.argv, "log": str(c.log)}
+                for c in self.components if c.process is not None
+            },
+        }
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_file)
+
+    def _wait(self, component: Component, probe: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + self.settings.start_timeout
+        while time.monotonic() < deadline:
+            if component.process is not None and component.process.poll() is not None:
+                raise ClusterError(
+                    f"{component.name} exited with code {component.process.returncode} before {what}; "
+                    f"last lines of {component.log}:\n{tail(component.log)}"
+                )
+            with contextlib.suppress(OSError, ssl.SSLError, urllib.error.URLError, ValueError):
+                if probe():
+                    return
+            time.sleep(0.2)
+        raise ClusterError(
+            f"{component.name} did not become ready ({what}) within {self.settings.start_timeout:.0f}s; "
+            f"last lines of {component.log}:\n{tail(component.log)}"
+        )
+
+    def _https_ok(self, url: str, client_cert: bool = True, verify: bool = True) -> bool:
+        context = ssl.create_default_context(cafile=str(self.pki.ca.cert)) if verify else ssl._create_unverified_context()
+        if client_cert:
+            context.load_cert_chain(str(self.pki.admin.cert), str(self.pki.admin.key))
+        with urllib.request.urlopen(url, timeout=5, context=context) as response:  # noqa: S310
+            return bool(response.status == 200)
+
+    @staticmethod
+    def _http_ok(url: str) -> bool:
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310
+            return bool(response.status == 200)
+
+    def _bin(self, name: str) -> str:
+        return str(self.binaries.path(name))
+
+    # ----- components ---------------------------------------------------------------------
+    def _start_etcd(self) -> None:
+        client = f"http://127.0.0.1:{self.ports['etcd']}"
+        peer = f"http://127.0.0.1:{self.ports['etcd-peer']}"
+        component = self._spawn("etcd", [
+            self._bin("etcd"), "--name=local", f"--data-dir={self.directory / 'etcd'}",
+            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=local={peer}", "--unsafe-no-fsync=true",
+            "--auto-compaction-mode=periodic", "--auto-compaction-retention=5m",
+            "--quota-backend-bytes=2147483648", "--log-level=warn",
+        ])
+        self._wait(component, lambda: self._http_ok(f"{client}/health"), f"{client}/health answers")
+
+    def _start_apiserver(self) -> None:
+        p = self.pki
+        component = self._spawn("kube-apiserver", [
+            self._bin("kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={self.ports['apiserver']}",
+            f"--tls-cert-file={p.apiserver.cert}", f"--tls-private-key-file={p.apiserver.key}",
+            f"--client-ca-file={p.ca.cert}",
+            "--authorization-mode=RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={p.service_account.cert}",
+            f"--service-account-signing-key-file={p.service_account.key}",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",
+            "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
+            "--event-ttl=2h", "--profiling=false",
+            f"--cert-dir={self.pki_dir}",
+        ])
+        self._wait(component, lambda: self._https_ok(f"{self.apiserver_url}/readyz"), "/readyz answers ok")
+
+    def _start_controller_manager(self) -> None:
+        p = self.pki
+        component = self._spawn("kube-controller-manager", [
+            self._bin("kube-controller-manager"),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--leader-elect=false",
+            f"--service-account-private-key-file={p.service_account.key}",
+            f"--root-ca-file={p.ca.cert}",
+            "--use-service-account-credentials=false",
+            "--bind-address=127.0.0.1", f"--secure-port={self.ports['controller-manager']}",
+            f"--cert-dir={self.directory / 'controller-manager'}",
+            "--kube-api-qps=200", "--kube-api-burst=400",
+            "--concurrent-replicaset-syncs=10", "--concurrent-deployment-syncs=10",
+            "--profiling=false",
+        ])
+        url = f"https://127.0.0.1:{self.ports['controller-manager']}/healthz"
+        self._wait(component, lambda: self._https_ok(url, client_cert=False, verify=False), "/healthz answers ok")
+
+    def _start_kwok(self) -> None:
+        component = self._spawn("kwok", [
+            self._bin("kwok"),
+            f"--kubeconfig={self.kubeconfig}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
+            "--cidr=10.0.0.0/16", "--node-ip=10.0.0.1",
+            "--node-lease-duration-seconds=40",
+            f"--config={KWOK_STAGES}",
+            f"--server-address=127.0.0.1:{self.ports['kwok']}",
+        ])
+        url = f"http://127.0.0.1:{self.ports['kwok']}/healthz"
+        self._wait(component, lambda: self._http_ok(url), "/healthz answers ok")
+
+    def _start_moto(self) -> None:
+        port = self.ports["moto"]
+        component = self._spawn("moto", [sys.executable, "-m", "localcluster.aws", "--port", str(port)],
+                                env={"PYTHONPATH": str(REPO_ROOT)})
+        self._wait(component, lambda: self._http_ok(f"http://127.0.0.1:{port}/moto-api/"), "the moto API answers")
+
+    def _groupless(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "provisioner.cli", *args]
+
+    def _groupless_env(self) -> dict[str, str]:
+        return {"PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
+
+    def _start_webhook(self) -> None:
+        port = self.ports["webhook"]
+        g = self.pki.groupless
+        component = self._spawn("webhook", self._groupless(
+            "webhook", "--listen", f"127.0.0.1:{port}", "--tls-cert-file", str(g.cert), "--tls-key-file", str(g.key),
+        ), env=self._groupless_env())
+        self._wait(component, lambda: self._https_ok(f"https://127.0.0.1:{port}/healthz", client_cert=False),
+                   "/healthz answers ok")
+
+    def _start_extender(self) -> None:
+        port = self.ports["extender"]
+        g = self.pki.groupless
+        component = self._spawn("extender", self._groupless(
+            "extender", "--listen", f"127.0.0.1:{port}", "--tls-cert-file", str(g.cert), "--tls-key-file", str(g.key),
+            "--kubeconfig", str(self.kubeconfig),
+        ), env=self._groupless_env())
+        self._wait(component, lambda: self._https_ok(f"https://127.0.0.1:{port}/healthz", client_cert=False),
+                   "/healthz answers ok")
+
+    def controller_environment(self) -> dict[str, str]:
+        """The ``GROUPLESS_*`` environment of the controller process (fast settings)."""
+        s = self.settings
+        env = {
+            **self._groupless_env(),
+            "GROUPLESS_KUBECONFIG": str(self.kubeconfig),
+            "GROUPLESS_CLUSTER_NAME": CLUSTER_NAME,
+            "GROUPLESS_CLUSTER_ENDPOINT": self.apiserver_url,
+            "GROUPLESS_CLUSTER_CA_FILE": str(self.pki.ca.cert),
+            "GROUPLESS_AWS_REGION": AWS_REGION,
+            "GROUPLESS_AWS_ENDPOINT_URL": self.aws_endpoint_url or "",
+            "GROUPLESS_DEFAULT_INSTANCE_PROFILE": "KarpenterNodeInstanceProfile-karpenter-demo",
+            "GROUPLESS_BATCH_IDLE_SECONDS": str(s.batch_idle_seconds),
+            "GROUPLESS_BATCH_MAX_SECONDS": str(s.batch_max_seconds),
+            "GROUPLESS_NODE_ANNOTATIONS": f"{KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
+            "GROUPLESS_LOG_LEVEL": s.log_level,
+            "GROUPLESS_METRICS_PORT": str(self.ports["controller-metrics"]),
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": AWS_REGION,
+        }
+        env.update(s.controller_env)
+        return env
+
+    def _start_controller(self) -> None:
+        component = self._spawn("controller", self._groupless("controller"), env=self.controller_environment())
+        # the controller has no port to probe before it holds its lease; it must at least stay up
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            if component.process is not None and component.process.poll() is not None:
+                raise ClusterError(f"controller exited with code {component.process.returncode}; "
+                                   f"last lines of {component.log}:\n{tail(component.log)}")
+            time.sleep(0.2)
+
+    def scheduler_config(self, with_extender: bool) -> dict[str, Any]:
+        """The KubeSchedulerConfiguration: ``deploy/scheduler/`` rewritten for loopback.
+
+        The extender's ``urlPrefix`` is pointed at ``https://127.0.0.1:<extender port>`` (keeping
+        its path) and its ``tlsConfig`` trusts our CA; the client connection uses the admin
+        kubeconfig; leader election is off (one scheduler).
+        """
+        source = DEPLOY_DIR / "scheduler" / "kube-scheduler-config.yaml"
+        config: dict[str, Any] = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
+        if source.exists():
+            docs = [d for d in yaml.safe_load_all(source.read_text()) if isinstance(d, dict)]
+            config = next((d for d in docs if d.get("kind") == "KubeSchedulerConfiguration"), config)
+        config["clientConnection"] = {
+            **(config.get("clientConnection") or {}), "kubeconfig": str(self.kubeconfig), "qps": 200, "burst": 400,
+        }
+        config["leaderElection"] = {"leaderElect": False}
+        extenders = []
+        if with_extender:
+            ca_data = base64.b64encode(self.pki.ca.cert.read_bytes()).decode()
+            for extender in config.get("extenders") or []:
+                prefix = str(extender.get("urlPrefix", ""))
+                path = "/" + prefix.split("://", 1)[-1].split("/", 1)[1] if prefix.count("/") > 2 else ""
+                extenders.append({
+                    **extender,
+                    "urlPrefix": f"https://127.0.0.1:{self.ports['extender']}{path.rstrip('/')}",
+                    "enableHTTPS": True,
+                    "tlsConfig": {"caData": ca_data},
+                })
+        if extenders:
+            config["extenders"] = extenders
+        else:
+            config.pop("extenders", None)
+        return config
+
+    def _start_scheduler(self, with_extender: bool) -> None:
+        directory = self.directory / "scheduler"
+        directory.mkdir(exist_ok=True)
+        config_path = directory / "kube-scheduler-config.yaml"
+        config_path.write_text(yaml.safe_dump(self.scheduler_config(with_extender), sort_keys=False))
+        port = self.ports["scheduler"]
+        component = self._spawn("kube-scheduler", [
+            self._bin("kube-scheduler"),
+            f"--config={config_path}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}",
+            f"--cert-dir={directory}",
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        ])
+        url = f"https://127.0.0.1:{port}/healthz"
+        self._wait(component, lambda: self._https_ok(url, client_cert=False, verify=False), "/healthz answers ok")
+
+    # ----- Groupless objects --------------------------------------------------------------
+    def _apply_crds(self) -> None:
+        crds = DEPLOY_DIR / "crds"
+        if not crds.is_dir():
+            return
+        self.kubectl("apply", "--server-side", "-f", str(crds))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds))
+
+    def webhook_configurations(self) -> list[dict[str, Any]]:
+        """The webhook configurations of ``deploy/webhooks/``, rewritten for loopback.
+
+        Each webhook's clientConfig becomes ``url: https://127.0.0.1:<webhook port><service
+        path>`` with our CA as caBundle.
+        """
+        source = DEPLOY_DIR / "webhooks"
+        ca_bundle = base64.b64encode(self.pki.ca.cert.read_bytes()).decode()
+        out: list[dict[str, Any]] = []
+        files = sorted(source.glob("*.yaml")) + sorted(source.glob("*.yml")) if source.is_dir() else []
+        for path in files:
+            for doc in yaml.safe_load_all(path.read_text()):
+                if not isinstance(doc, dict) or doc.get("kind") not in (
+                    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"
+                ):
+                    continue
+                for webhook in doc.get("webhooks") or []:
+                    client = webhook.get("clientConfig") or {}
+                    path_part = (client.get("service") or {}).get("path")
+                    if path_part is None and client.get("url"):
+                        url = str(client["url"])
+                        path_part = "/" + url.split("://", 1)[-1].split("/", 1)[1] if url.count("/") > 2 else "/"
+                    webhook["clientConfig"] = {
+                        "url": f"https://127.0.0.1:{self.ports['webhook']}{path_part or '/'}",
+                        "caBundle": ca_bundle,
+                    }
+                out.append(doc)
+        return out
+
+    def _register_webhooks(self) -> None:
+        docs = self.webhook_configurations()
+        if not docs:
+            return
+        directory = self.directory / "webhooks"
+        directory.mkdir(exist_ok=True)
+        target = directory / "webhook-configurations.yaml"
+        target.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        self.kubectl("apply", "-f", str(target))
+
+    def _wait_default_service_account(self) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0:
+                return
+            time.sleep(0.5)
+        raise ClusterError("kube-controller-manager did not create the default ServiceAccount within 60s")
+
+    # ----- helpers ------------------------------------------------------------------------
+    def _write_kubeconfig(self) -> None:
+        p = self.pki
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": self.name, "cluster": {
+                "server": self.apiserver_url, "certificate-authority": str(p.ca.cert)}}],
+            "users": [{"name": "admin", "user": {
+                "client-certificate": str(p.admin.cert), "client-key": str(p.admin.key)}}],
+            "contexts": [{"name": self.name, "context": {"cluster": self.name, "user": "admin"}}],
+            "current-context": self.name,
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
+        os.chmod(self.kubeconfig, 0o600)
+
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the built kubectl against this cluster; raises ClusterError when ``check`` and it fails."""
+        argv = [self._bin("kubectl"), f"--kubeconfig={self.kubeconfig}", *args]
+        proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)  # noqa: S603
+        if check and proc.returncode != 0:
+            raise ClusterError(f"`kubectl {' '.join(args)}` failed (exit {proc.returncode}): {proc.stderr.strip()}")
+        return proc
+
+    def kubectl_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+
+def _aws_module_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("localcluster.aws") is not None
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file ('' when it does not exist)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+@contextlib.contextmanager
+def running_cluster(name: str, settings: Settings | None = None,
+                    progress: Callable[[str], None] | None = None) -> Iterator[LocalCluster]:
+    """Start a cluster for the duration of a ``with`` block; always stopped afterwards."""
+    cluster = LocalCluster(name, settings)
+    try:
+        cluster.up(progress=progress)
+        yield cluster
+    finally:
+        cluster.down(quiet=True)
