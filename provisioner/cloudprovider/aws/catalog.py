@@ -1,0 +1,591 @@
+"""EC2's instance-type catalog turned into the solver's :class:`InstanceType` values, without a client.
+
+Why pure: ``groupless plan`` computes packings from JSON files (DescribeInstanceTypes and
+DescribeInstanceTypeOfferings answers saved with the AWS CLI, a pricing file), the AWS
+provider computes them from live answers, and tests pin the exact numbers; all three must
+agree, so the conversion is one function over plain dicts in the shape boto3 returns
+(``InstanceTypes[*]``, ``InstanceTypeOfferings[*]``) and no I/O happens here.
+
+The resource model is Karpenter v0.6.3's (``pkg/cloudprovider/aws/instancetype.go``,
+``reference/karpenter-v0.6.3.md`` section 9):
+
+- cpu = ``VCpuInfo.DefaultVCpus`` x 1000 milli-CPU;
+- memory = floor(``MemoryInfo.SizeInMiB`` x 0.925) MiB (what the hypervisor and kernel leave);
+- pods = ``MaxENI x (IPv4PerENI - 1) + 2`` (ENI-limited), 110 when ENI-limited density is off,
+  ``kubeletConfiguration.maxPods`` when set;
+- overhead cpu = 100m system-reserved + kube-reserved of 6% of the first core, 1% of the
+  second, 0.5% of cores 3-4 and 0.25% of each further core (each band truncated to whole
+  milli-CPU, as the Go code does);
+- overhead memory = (11 MiB x ENI-limited pods + 255 MiB) kube-reserved + 100 MiB
+  system-reserved + 100 MiB eviction threshold. The ENI-limited count is used even when the
+  pod capacity is 110 or ``maxPods`` (v0.6.3 does the same; it over-reserves on the safe side);
+- ``kubeletConfiguration`` ``systemReserved``, ``kubeReserved`` and ``evictionHard``
+  (``memory.available``, ``nodefs.available``; absolute or ``N%`` of capacity) replace the
+  matching default part, resource by resource;
+- ephemeral-storage = the root (data) volume, 20 GiB unless the caller says otherwise, with
+  1 GiB kube-reserved and a 10% ``nodefs.available`` eviction threshold (kubelet's default);
+- GPUs keyed by the manufacturer of the first GPU entry (``nvidia.com/gpu``, ``amd.com/gpu``),
+  ``aws.amazon.com/neuron`` from ``NeuronInfo`` (or AWS-made ``InferenceAcceleratorInfo``);
+- arch ``x86_64 -> amd64``, ``arm64 -> arm64``; os ``linux``;
+- FPGA and bare-metal types are excluded, as are types that are not HVM.
+
+So r6gd.xlarge (4 vCPU, 32768 MiB, 4 ENIs x 15 IPv4) has capacity 4000m / 30310 MiB / 58 pods
+and allocatable 3820m / 29217 MiB; m5.large has 2000m / 7577 MiB / 29 pods.
+
+Prices (USD per hour) come from a :class:`PriceBook`: on-demand from the Pricing API or the
+static table shipped in ``data/on-demand-prices.json``, spot from DescribeSpotPriceHistory, a
+``--pricing-file`` overriding both; what none of them knows is estimated by
+:func:`estimate_price` (logged as a warning once per price book).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources as importlib_resources
+from pathlib import Path
+from typing import Any
+
+from provisioner.api import labels as wk
+from provisioner.api.quantity import QuantityError, parse_decimal, parse_quantity
+from provisioner.api.types import KubeletConfiguration
+from provisioner.scheduling.instancetypes import InstanceType, Offering
+from provisioner.scheduling.resources import (
+    AMD_GPU,
+    AWS_NEURON,
+    CPU,
+    EPHEMERAL_STORAGE,
+    GIB,
+    MEMORY,
+    MIB,
+    NVIDIA_GPU,
+    PODS,
+    Resources,
+)
+
+log = logging.getLogger(__name__)
+
+#: Share of ``SizeInMiB`` a node reports as memory capacity (v0.6.3; later ``VM_MEMORY_OVERHEAD_PERCENT``).
+VM_MEMORY_FRACTION = 0.925
+#: Pod capacity when ENI-limited pod density is off (kubelet's default maxPods).
+DEFAULT_MAX_PODS = 110
+#: Root (data) volume size when the Provisioner gives no block device mappings (v0.6.3: 20 GiB).
+DEFAULT_EPHEMERAL_STORAGE_BYTES = 20 * GIB
+#: Kubelet defaults this model assumes (seconds/bytes/milli-CPU as named).
+SYSTEM_RESERVED_CPU_MILLI = 100
+SYSTEM_RESERVED_MEMORY_BYTES = 100 * MIB
+EVICTION_MEMORY_AVAILABLE_BYTES = 100 * MIB
+KUBE_RESERVED_EPHEMERAL_STORAGE_BYTES = 1 * GIB
+EVICTION_NODEFS_AVAILABLE_FRACTION = 0.10
+
+#: A spot or on-demand price at or below this (USD per hour) is a placeholder, not a price:
+#: moto answers every DescribeSpotPriceHistory with "0.00001", and no real EC2 offering costs
+#: a hundredth of a cent per hour. Such prices are ignored (the estimate is used instead).
+PLACEHOLDER_PRICE_USD = 0.0001
+
+#: Spot price estimate as a share of the on-demand price when no spot price is known.
+SPOT_ESTIMATE_FRACTION = 0.4
+
+_FAMILY = re.compile(r"^([a-z-]+?)(\d+)")
+_CPU_BANDS = ((0, 1000, 0.06), (1000, 2000, 0.01), (2000, 4000, 0.005), (4000, 1 << 31, 0.0025))
+
+# Labels Karpenter (v0.14+) puts on nodes to describe the shape; pods may select on them.
+LABEL_INSTANCE_CATEGORY = "karpenter.k8s.aws/instance-category"
+LABEL_INSTANCE_FAMILY = "karpenter.k8s.aws/instance-family"
+LABEL_INSTANCE_GENERATION = "karpenter.k8s.aws/instance-generation"
+LABEL_INSTANCE_SIZE = "karpenter.k8s.aws/instance-size"
+LABEL_INSTANCE_CPU = "karpenter.k8s.aws/instance-cpu"
+LABEL_INSTANCE_MEMORY = "karpenter.k8s.aws/instance-memory"
+LABEL_INSTANCE_HYPERVISOR = "karpenter.k8s.aws/instance-hypervisor"
+LABEL_INSTANCE_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+LABEL_INSTANCE_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
+LABEL_INSTANCE_GPU_MANUFACTURER = "karpenter.k8s.aws/instance-gpu-manufacturer"
+LABEL_INSTANCE_LOCAL_NVME = "karpenter.k8s.aws/instance-local-nvme"
+
+
+# --------------------------------------------------------------------------- resource model
+def arch_of(info: Mapping[str, Any]) -> str | None:
+    """Kubernetes arch (``amd64``/``arm64``) of a DescribeInstanceTypes item, None if neither."""
+    archs = info.get("ProcessorInfo", {}).get("SupportedArchitectures", [])
+    if "arm64" in archs:
+        return "arm64"
+    if "x86_64" in archs:
+        return "amd64"
+    return None
+
+
+def eni_limited_pods(info: Mapping[str, Any]) -> int:
+    """``MaximumNetworkInterfaces x (Ipv4AddressesPerInterface - 1) + 2`` (the VPC CNI's limit)."""
+    network = info.get("NetworkInfo", {})
+    enis = int(network.get("MaximumNetworkInterfaces", 0))
+    ips = int(network.get("Ipv4AddressesPerInterface", 0))
+    return enis * max(ips - 1, 0) + 2
+
+
+def kube_reserved_cpu_milli(cpu_milli: int) -> int:
+    """Kube-reserved cpu (milli-CPU): 6% of core 1, 1% of core 2, 0.5% of cores 3-4, 0.25% beyond.
+
+    Each band is truncated to whole milli-CPU (``int64(r*pct)`` in Karpenter v0.6.3), so
+    ``kube_reserved_cpu_milli(4000) == 80`` and ``kube_reserved_cpu_milli(96000) == 310``.
+    """
+    total = 0
+    for start, end, fraction in _CPU_BANDS:
+        if cpu_milli >= start:
+            span = (end - start) if cpu_milli >= end else (cpu_milli - start)
+            total += int(span * fraction)
+    return total
+
+
+def gpus_of(info: Mapping[str, Any]) -> dict[str, int]:
+    """GPU and Neuron counts by resource name (empty for plain types)."""
+    result: dict[str, int] = {}
+    gpus = info.get("GpuInfo", {}).get("Gpus", [])
+    if gpus:
+        manufacturer = str(gpus[0].get("Manufacturer", "")).upper()
+        count = sum(int(g.get("Count", 0)) for g in gpus)
+        if manufacturer == "NVIDIA":
+            result[NVIDIA_GPU] = count
+        elif manufacturer == "AMD":
+            result[AMD_GPU] = count
+    neuron_devices = info.get("NeuronInfo", {}).get("NeuronDevices", [])
+    if neuron_devices:
+        result[AWS_NEURON] = sum(int(d.get("Count", 0)) for d in neuron_devices)
+    else:
+        accelerators = info.get("InferenceAcceleratorInfo", {}).get("Accelerators", [])
+        count = sum(
+            int(a.get("Count", 0)) for a in accelerators if str(a.get("Manufacturer", "")).upper() == "AWS"
+        )
+        if count:
+            result[AWS_NEURON] = count
+    return result
+
+
+def is_supported(info: Mapping[str, Any]) -> bool:
+    """False for FPGA, bare-metal, non-HVM types and types of an architecture Kubernetes lacks here."""
+    if info.get("FpgaInfo"):
+        return False
+    if info.get("BareMetal"):
+        return False
+    virtualization = info.get("SupportedVirtualizationTypes")
+    if virtualization is not None and "hvm" not in virtualization:
+        return False
+    return arch_of(info) is not None
+
+
+def _quantity_map(pairs: Iterable[tuple[str, str]] | None) -> dict[str, str]:
+    return dict(pairs or ())
+
+
+def _eviction_amount(value: str, capacity: int) -> int:
+    """An eviction threshold (``100Mi`` or ``5%``) in bytes of ``capacity``."""
+    text = value.strip()
+    if text.endswith("%"):
+        return math.ceil(float(parse_decimal(text[:-1])) / 100.0 * capacity)
+    return parse_quantity(text)
+
+
+def max_pods(
+    info: Mapping[str, Any], kubelet: KubeletConfiguration | None, eni_limited_pod_density: bool
+) -> int:
+    """Pod capacity: ``kubelet.max_pods`` if set, else ENI-limited or 110."""
+    if kubelet is not None and kubelet.max_pods is not None:
+        return int(kubelet.max_pods)
+    return eni_limited_pods(info) if eni_limited_pod_density else DEFAULT_MAX_PODS
+
+
+def capacity_of(
+    info: Mapping[str, Any],
+    kubelet: KubeletConfiguration | None = None,
+    eni_limited_pod_density: bool = True,
+    ephemeral_storage_bytes: int = DEFAULT_EPHEMERAL_STORAGE_BYTES,
+) -> Resources:
+    """Node capacity of a DescribeInstanceTypes item (cpu milli, memory bytes, pods, storage, GPUs)."""
+    vcpus = int(info.get("VCpuInfo", {}).get("DefaultVCpus", 0))
+    size_mib = int(info.get("MemoryInfo", {}).get("SizeInMiB", 0))
+    memory_mib = math.floor(size_mib * VM_MEMORY_FRACTION)
+    return Resources(
+        {
+            CPU: vcpus * 1000,
+            MEMORY: memory_mib * MIB,
+            PODS: max_pods(info, kubelet, eni_limited_pod_density),
+            EPHEMERAL_STORAGE: ephemeral_storage_bytes,
+            **gpus_of(info),
+        }
+    )
+
+
+def overhead_of(
+    info: Mapping[str, Any],
+    capacity: Resources,
+    kubelet: KubeletConfiguration | None = None,
+) -> Resources:
+    """What kubelet and the system reserve plus the eviction threshold (v0.6.3 model + kubelet overrides).
+
+    Raises ValueError (QuantityError) when a kubelet quantity does not parse.
+    """
+    eni_pods = eni_limited_pods(info)
+    kube_reserved: dict[str, int] = {
+        CPU: kube_reserved_cpu_milli(capacity.get(CPU)),
+        MEMORY: (11 * eni_pods + 255) * MIB,
+        EPHEMERAL_STORAGE: KUBE_RESERVED_EPHEMERAL_STORAGE_BYTES,
+    }
+    system_reserved: dict[str, int] = {CPU: SYSTEM_RESERVED_CPU_MILLI, MEMORY: SYSTEM_RESERVED_MEMORY_BYTES}
+    eviction: dict[str, int] = {
+        MEMORY: EVICTION_MEMORY_AVAILABLE_BYTES,
+        EPHEMERAL_STORAGE: math.ceil(capacity.get(EPHEMERAL_STORAGE) * EVICTION_NODEFS_AVAILABLE_FRACTION),
+    }
+    if kubelet is not None:
+        for name, value in _quantity_map(kubelet.kube_reserved).items():
+            kube_reserved[name] = parse_quantity(value, name)
+        for name, value in _quantity_map(kubelet.system_reserved).items():
+            system_reserved[name] = parse_quantity(value, name)
+        hard = _quantity_map(kubelet.eviction_hard)
+        if "memory.available" in hard:
+            eviction[MEMORY] = _eviction_amount(hard["memory.available"], capacity.get(MEMORY))
+        if "nodefs.available" in hard:
+            eviction[EPHEMERAL_STORAGE] = _eviction_amount(
+                hard["nodefs.available"], capacity.get(EPHEMERAL_STORAGE)
+            )
+    return Resources(kube_reserved) + Resources(system_reserved) + Resources(eviction)
+
+
+def shape_labels(info: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Karpenter's ``karpenter.k8s.aws/instance-*`` labels for a type, sorted by key."""
+    name = str(info["InstanceType"])
+    family, _, size = name.partition(".")
+    match = _FAMILY.match(family)
+    category = match.group(1) if match else family
+    generation = match.group(2) if match else ""
+    labels: dict[str, str] = {
+        LABEL_INSTANCE_CATEGORY: category,
+        LABEL_INSTANCE_FAMILY: family,
+        LABEL_INSTANCE_SIZE: size,
+        LABEL_INSTANCE_CPU: str(int(info.get("VCpuInfo", {}).get("DefaultVCpus", 0))),
+        LABEL_INSTANCE_MEMORY: str(int(info.get("MemoryInfo", {}).get("SizeInMiB", 0))),
+    }
+    if generation:
+        labels[LABEL_INSTANCE_GENERATION] = generation
+    if info.get("Hypervisor"):
+        labels[LABEL_INSTANCE_HYPERVISOR] = str(info["Hypervisor"])
+    gpus = info.get("GpuInfo", {}).get("Gpus", [])
+    if gpus:
+        labels[LABEL_INSTANCE_GPU_COUNT] = str(sum(int(g.get("Count", 0)) for g in gpus))
+        labels[LABEL_INSTANCE_GPU_NAME] = str(gpus[0].get("Name", "")).lower().replace(" ", "-")
+        labels[LABEL_INSTANCE_GPU_MANUFACTURER] = str(gpus[0].get("Manufacturer", "")).lower()
+    storage = info.get("InstanceStorageInfo", {})
+    if storage.get("NvmeSupport") in ("required", "supported") and storage.get("TotalSizeInGB"):
+        labels[LABEL_INSTANCE_LOCAL_NVME] = str(int(storage["TotalSizeInGB"]))
+    return tuple(sorted(labels.items()))
+
+
+# --------------------------------------------------------------------------- prices
+def estimate_price(info: Mapping[str, Any], capacity_type: str) -> float:
+    """A rough USD-per-hour price from vCPU, memory, GPUs and architecture, for when no source answers.
+
+    Calibrated on us-east-1 on-demand list prices of general-purpose x86 types
+    (m5.large 0.096, r5.large 0.126, c5.large 0.085): 0.033 per vCPU + 0.00375 per GiB; Graviton
+    (arm64) x 0.8; + 0.025 per GiB of GPU memory; + 0.10 per Neuron device. Spot is
+    ``SPOT_ESTIMATE_FRACTION`` of that. Deterministic; good enough to order types, never billing.
+    """
+    vcpus = int(info.get("VCpuInfo", {}).get("DefaultVCpus", 0))
+    mem_gib = int(info.get("MemoryInfo", {}).get("SizeInMiB", 0)) / 1024.0
+    price = 0.033 * vcpus + 0.00375 * mem_gib
+    if arch_of(info) == "arm64":
+        price *= 0.8
+    gpu_mem_mib = int(info.get("GpuInfo", {}).get("TotalGpuMemoryInMiB", 0))
+    price += 0.025 * gpu_mem_mib / 1024.0
+    price += 0.10 * gpus_of(info).get(AWS_NEURON, 0)
+    if capacity_type == wk.CAPACITY_TYPE_SPOT:
+        price *= SPOT_ESTIMATE_FRACTION
+    return round(price, 6)
+
+
+def _is_real_price(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value > PLACEHOLDER_PRICE_USD
+
+
+@dataclass(frozen=True)
+class PriceBook:
+    """Known prices of one region, USD per hour.
+
+    ``on_demand`` maps instance type -> price; ``spot`` maps instance type -> zone -> price,
+    where zone ``"*"`` means "any zone of the region" (a pricing file without zones).
+    ``source`` says where they came from (for logs). Placeholder prices (at or below
+    :data:`PLACEHOLDER_PRICE_USD`) are ignored on lookup. Unknown prices are estimated by
+    :meth:`price`, and the first estimate is logged as a warning once per book.
+    """
+
+    region: str = ""
+    on_demand: Mapping[str, float] = field(default_factory=dict)
+    spot: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    source: str = "none"
+    _warned: set[str] = field(default_factory=set, compare=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+
+    def on_demand_price(self, instance_type: str) -> float | None:
+        """The known on-demand price, or None."""
+        value = self.on_demand.get(instance_type)
+        return value if _is_real_price(value) else None
+
+    def spot_price(self, instance_type: str, zone: str) -> float | None:
+        """The known spot price in ``zone`` (or region-wide ``"*"``), or None."""
+        zones = self.spot.get(instance_type, {})
+        value = zones.get(zone, zones.get("*"))
+        return value if _is_real_price(value) else None
+
+    def price(self, info: Mapping[str, Any], zone: str, capacity_type: str) -> float:
+        """Price of an offering: the known one, else (spot) a share of on-demand, else an estimate."""
+        name = str(info["InstanceType"])
+        if capacity_type == wk.CAPACITY_TYPE_SPOT:
+            known = self.spot_price(name, zone)
+            if known is not None:
+                return known
+            on_demand = self.on_demand_price(name)
+            if on_demand is not None:
+                return round(on_demand * SPOT_ESTIMATE_FRACTION, 6)
+        else:
+            known = self.on_demand_price(name)
+            if known is not None:
+                return known
+        self._warn_once(name, capacity_type)
+        return estimate_price(info, capacity_type)
+
+    def _warn_once(self, name: str, capacity_type: str) -> None:
+        with self._lock:
+            if self._warned:
+                self._warned.add(f"{capacity_type}/{name}")
+                return
+            self._warned.add(f"{capacity_type}/{name}")
+        log.warning(
+            "No %s price known for %s in %s (prices from %s); estimating prices from vCPU, memory, GPU "
+            "and architecture for this and any other unpriced instance type",
+            capacity_type,
+            name,
+            self.region or "this region",
+            self.source,
+        )
+
+    def estimated(self) -> tuple[str, ...]:
+        """``capacity-type/instance-type`` pairs priced by estimate so far, sorted."""
+        with self._lock:
+            return tuple(sorted(self._warned))
+
+    def merged(self, overrides: PriceBook) -> PriceBook:
+        """A new book with ``overrides`` winning wherever it has a price."""
+        spot: dict[str, dict[str, float]] = {k: dict(v) for k, v in self.spot.items()}
+        for name, zones in overrides.spot.items():
+            if "*" in zones:
+                spot[name] = dict(zones)
+            else:
+                spot.setdefault(name, {}).update(zones)
+        return PriceBook(
+            region=self.region or overrides.region,
+            on_demand={**self.on_demand, **overrides.on_demand},
+            spot=spot,
+            source=f"{overrides.source} over {self.source}" if self.source != "none" else overrides.source,
+        )
+
+
+class PricingFileError(ValueError):
+    """A pricing file that is not ``{region: {type: usd}}`` or ``{region: {"on-demand"|"spot": ...}}``."""
+
+
+def _prices(value: Any, where: str) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise PricingFileError(f"{where}: expected an object of instance type -> USD per hour")
+    result: dict[str, float] = {}
+    for name, price in value.items():
+        if isinstance(price, bool) or not isinstance(price, int | float | str):
+            raise PricingFileError(f"{where}.{name}: expected a number (USD per hour), got {price!r}")
+        try:
+            result[str(name)] = float(price)
+        except ValueError as error:
+            raise PricingFileError(
+                f"{where}.{name}: expected a number (USD per hour), got {price!r}"
+            ) from error
+    return result
+
+
+def parse_pricing(document: Mapping[str, Any], region: str, source: str = "pricing file") -> PriceBook:
+    """The :class:`PriceBook` of ``region`` from a pricing document.
+
+    Accepted shapes (USD per hour): ``{region: {type: price}}`` (on-demand only), or
+    ``{region: {"on-demand": {type: price}, "spot": {type: price | {zone: price}}}}``.
+    A region missing from the document gives an empty book. Raises PricingFileError.
+    """
+    if not isinstance(document, Mapping):
+        raise PricingFileError("expected an object of region -> prices")
+    section = document.get(region)
+    if section is None:
+        return PriceBook(region=region, source=source)
+    if not isinstance(section, Mapping):
+        raise PricingFileError(f"{region}: expected an object")
+    if "on-demand" in section or "spot" in section:
+        on_demand = _prices(section.get("on-demand", {}), f"{region}.on-demand")
+        spot: dict[str, dict[str, float]] = {}
+        raw_spot = section.get("spot", {})
+        if not isinstance(raw_spot, Mapping):
+            raise PricingFileError(f"{region}.spot: expected an object")
+        for name, value in raw_spot.items():
+            if isinstance(value, Mapping):
+                spot[str(name)] = _prices(value, f"{region}.spot.{name}")
+            else:
+                spot[str(name)] = {"*": _prices({"*": value}, f"{region}.spot.{name}")["*"]}
+        return PriceBook(region=region, on_demand=on_demand, spot=spot, source=source)
+    return PriceBook(region=region, on_demand=_prices(section, region), source=source)
+
+
+def load_pricing_file(path: str | Path, region: str) -> PriceBook:
+    """Read a ``--pricing-file`` (JSON, see :func:`parse_pricing`) for ``region``.
+
+    Raises OSError when unreadable, PricingFileError when malformed.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise PricingFileError(f"{path}: not JSON: {error}") from error
+    return parse_pricing(document, region, source=f"pricing file {path}")
+
+
+#: The region whose table stands in for regions the static table lacks.
+STATIC_PROXY_REGION = "us-east-1"
+
+
+def static_price_book(region: str) -> PriceBook:
+    """On-demand list prices shipped with Groupless (``data/on-demand-prices.json``) for ``region``.
+
+    The fallback when the Pricing API is unreachable (air-gapped clusters, moto). A region the
+    table lacks gets us-east-1's prices, labelled as a proxy in ``source``: regional prices
+    differ by a roughly uniform factor, so the order of types (all the solver uses) holds.
+    """
+    resource = importlib_resources.files("provisioner.cloudprovider.aws").joinpath(
+        "data/on-demand-prices.json"
+    )
+    document = {
+        k: v for k, v in json.loads(resource.read_text(encoding="utf-8")).items() if not k.startswith("_")
+    }
+    if region in document:
+        return parse_pricing(document, region, "static table")
+    proxy = parse_pricing(document, STATIC_PROXY_REGION, f"static table ({STATIC_PROXY_REGION} as proxy)")
+    return PriceBook(region=region, on_demand=proxy.on_demand, spot={}, source=proxy.source)
+
+
+# --------------------------------------------------------------------------- conversion
+def instance_type_from_ec2(
+    info: Mapping[str, Any],
+    zones: Iterable[str],
+    prices: PriceBook,
+    kubelet: KubeletConfiguration | None = None,
+    eni_limited_pod_density: bool = True,
+    unavailable: frozenset[tuple[str, str, str]] | set[tuple[str, str, str]] = frozenset(),
+    ephemeral_storage_bytes: int = DEFAULT_EPHEMERAL_STORAGE_BYTES,
+) -> InstanceType | None:
+    """One :class:`InstanceType` offered in ``zones``; None when unsupported or without zones.
+
+    Offerings are ``zones x SupportedUsageClasses (on-demand, spot)``, sorted by capacity type
+    then zone; an offering in ``unavailable`` ((type, zone, capacity type) triples, the ICE
+    cache) is kept with ``available=False``.
+    """
+    if not is_supported(info):
+        return None
+    name = str(info["InstanceType"])
+    arch = arch_of(info)
+    assert arch is not None  # is_supported checked it
+    usage = [c for c in info.get("SupportedUsageClasses", ["on-demand"]) if c in ("on-demand", "spot")]
+    offerings = tuple(
+        Offering(
+            zone=zone,
+            capacity_type=capacity_type,
+            price=prices.price(info, zone, capacity_type),
+            available=(name, zone, capacity_type) not in unavailable,
+        )
+        for capacity_type in sorted(usage)
+        for zone in sorted(set(zones))
+    )
+    if not offerings:
+        return None
+    capacity = capacity_of(info, kubelet, eni_limited_pod_density, ephemeral_storage_bytes)
+    return InstanceType(
+        name=name,
+        arch=arch,
+        capacity=capacity,
+        overhead=overhead_of(info, capacity, kubelet),
+        offerings=offerings,
+        os="linux",
+        labels=shape_labels(info),
+    )
+
+
+def instance_types_from_ec2(
+    describe_instance_types: Iterable[Mapping[str, Any]],
+    offerings: Iterable[Mapping[str, Any]],
+    prices: PriceBook | None = None,
+    kubelet: KubeletConfiguration | None = None,
+    eni_limited_pod_density: bool = True,
+    zones: set[str] | frozenset[str] | None = None,
+    unavailable: frozenset[tuple[str, str, str]] | set[tuple[str, str, str]] = frozenset(),
+    ephemeral_storage_bytes: int = DEFAULT_EPHEMERAL_STORAGE_BYTES,
+) -> list[InstanceType]:
+    """The solver's instance types from EC2's answers, sorted by name.
+
+    ``describe_instance_types``: ``DescribeInstanceTypes`` ``InstanceTypes`` items.
+    ``offerings``: ``DescribeInstanceTypeOfferings`` items with ``LocationType``
+    ``availability-zone`` (``{"InstanceType", "Location", "LocationType"}``); items of another
+    location type are ignored. ``zones``: keep only these zones (the Provisioner's subnets'),
+    None keeps all. ``prices``: a :class:`PriceBook` (None: estimates only). ``unavailable``:
+    (type, zone, capacity type) triples marked ``available=False``.
+    Raises QuantityError when a kubelet quantity is malformed.
+    """
+    book = prices if prices is not None else PriceBook(source="estimates")
+    zones_by_type: dict[str, set[str]] = {}
+    for item in offerings:
+        if item.get("LocationType", "availability-zone") != "availability-zone":
+            continue
+        zone = str(item["Location"])
+        if zones is not None and zone not in zones:
+            continue
+        zones_by_type.setdefault(str(item["InstanceType"]), set()).add(zone)
+    result: list[InstanceType] = []
+    for info in describe_instance_types:
+        name = str(info.get("InstanceType", ""))
+        type_zones = zones_by_type.get(name)
+        if not type_zones:
+            continue
+        instance_type = instance_type_from_ec2(
+            info, type_zones, book, kubelet, eni_limited_pod_density, unavailable, ephemeral_storage_bytes
+        )
+        if instance_type is not None:
+            result.append(instance_type)
+    result.sort(key=lambda t: t.name)
+    return result
+
+
+__all__ = [
+    "DEFAULT_EPHEMERAL_STORAGE_BYTES",
+    "DEFAULT_MAX_PODS",
+    "PLACEHOLDER_PRICE_USD",
+    "PriceBook",
+    "PricingFileError",
+    "QuantityError",
+    "arch_of",
+    "capacity_of",
+    "eni_limited_pods",
+    "estimate_price",
+    "gpus_of",
+    "instance_type_from_ec2",
+    "instance_types_from_ec2",
+    "is_supported",
+    "kube_reserved_cpu_milli",
+    "load_pricing_file",
+    "max_pods",
+    "overhead_of",
+    "parse_pricing",
+    "shape_labels",
+    "static_price_book",
+]
