@@ -23,6 +23,10 @@ from pathlib import Path
 #: helm v3.22.0 requires go 1.26.0 in its go.mod, which the local toolchain satisfies.
 HELM_VERSION = "v3.22.0"
 HELM_PACKAGE = "helm.sh/helm/v3/cmd/helm"
+#: The Kubernetes minor helm assumes in ``helm template`` (Capabilities.KubeVersion) and lint.
+#: Helm's Makefile sets it from its client-go (v0.37.0 in v3.22.0 -> 1.37); a plain ``go install``
+#: would leave the compiled-in default of v1.20, which charts with ``kubeVersion`` reject.
+HELM_K8S_MINOR = "37"
 
 
 class HelmBuildError(RuntimeError):
@@ -35,7 +39,7 @@ def cache_dir() -> Path:
 
 def helm_path(version: str = HELM_VERSION) -> Path:
     """Where the helm binary of ``version`` is (or will be) cached."""
-    return cache_dir() / "bin" / f"helm-{version}" / "helm"
+    return cache_dir() / "bin" / f"helm-{version}-k8s1.{HELM_K8S_MINOR}" / "helm"
 
 
 def _go() -> str:
@@ -70,7 +74,13 @@ def build_helm(version: str = HELM_VERSION, force: bool = False) -> Path:
     started = time.monotonic()
     print(f"[helm] go install {HELM_PACKAGE}@{version} (one-time, cached in {target.parent})",
           file=sys.stderr, flush=True)
-    ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={version}"
+    ldflags = " ".join([
+        "-s -w",
+        f"-X helm.sh/helm/v3/internal/version.version={version}",
+        *(f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{part}={value}"
+          for pkg in ("chartutil", "lint/rules")
+          for part, value in (("Major", "1"), ("Minor", HELM_K8S_MINOR))),
+    ])
     proc = subprocess.run(
         [go, "install", "-trimpath", "-ldflags", ldflags, f"{HELM_PACKAGE}@{version}"],
         env=env, capture_output=True, text=True, cwd=staging,
