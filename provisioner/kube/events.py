@@ -108,13 +108,14 @@ class EventRecorder:
         try:
             self._record(obj, type_, reason, message)
         except Exception as exc:  # an Event must never fail the caller
-            meta = obj.get("metadata") or {} if isinstance(obj, Mapping) else {}
+            what = obj if isinstance(obj, Mapping) else {}
+            meta = what.get("metadata") or {}
             log.warning(
                 "Could not record event %s %s on %s %s: %s",
                 type_,
                 reason,
-                obj.get("kind"),
-                meta.get("name"),
+                what.get("kind"),
+                meta.get("name") if isinstance(meta, Mapping) else None,
                 exc,
             )
 
@@ -122,6 +123,11 @@ class EventRecorder:
         kind = str(obj.get("kind") or "")
         meta = obj.get("metadata") or {}
         name = str(meta.get("name") or "")
+        if not kind or not name:
+            log.warning(
+                "Not recording event %s %s: the object has no kind or name (%r)", type_, reason, message
+            )
+            return
         res = RESOURCES.get(kind)
         namespace = str(meta.get("namespace") or "default") if (res is None or res.namespaced) else "default"
         involved = {
