@@ -1,15 +1,91 @@
-"""Subcommand registration (placeholder until this area's issue lands)."""
+"""``groupless webhook``: serve the Provisioner admission webhooks over HTTPS under gunicorn.
+
+Two ways to get a certificate: files (``--tls-cert-file``/``--tls-key-file``, e.g. from
+``groupless certs generate`` or a cert-manager Secret mounted into the Pod), or
+``--bootstrap-certs``, where the webhook keeps its own CA and certificate in a Secret and
+patches the CA into our webhook configurations before it starts serving (see :mod:`certs.bootstrap`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
+import tempfile
 from typing import Any
+
+from provisioner.logging import add_logging_flags, configure_logging
+
+log = logging.getLogger(__name__)
 
 
 def register(subparsers: Any) -> None:
-    """Placeholder: this area's subcommands are added by its issue."""
-    del subparsers
+    """Add ``groupless webhook`` to the ``groupless`` command."""
+    parser = subparsers.add_parser(
+        "webhook",
+        help="serve the Provisioner defaulting and validation webhooks (/mutate, /validate) over HTTPS",
+        description="Serve /mutate, /validate, /healthz and /metrics over HTTPS (gunicorn, one process, threads).",
+    )
+    parser.add_argument("--listen", default="0.0.0.0:8443", metavar="HOST:PORT",
+                        help="address to listen on (default 0.0.0.0:8443; [::]:8443 for IPv6)")
+    parser.add_argument("--tls-cert-file", metavar="FILE", help="PEM serving certificate (chain)")
+    parser.add_argument("--tls-key-file", metavar="FILE", help="PEM private key of the serving certificate")
+    parser.add_argument("--client-ca-file", metavar="FILE",
+                        help="require client certificates signed by this CA (mutual TLS)")
+    parser.add_argument("--threads", type=int, default=8, help="concurrent requests (default 8)")
+    boot = parser.add_argument_group("self-bootstrapped certificates")
+    boot.add_argument("--bootstrap-certs", action="store_true",
+                      help="keep a CA and serving certificate in a Secret (created if absent) and inject the CA "
+                      "into the webhook configurations; ignores --tls-cert-file/--tls-key-file")
+    boot.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
+    boot.add_argument("--namespace", default="groupless", help="namespace of the Secret and Service (default groupless)")
+    boot.add_argument("--secret-name", default="groupless-webhook-cert", help="Secret holding the certificates")
+    boot.add_argument("--service-name", default="groupless-webhook",
+                      help="Service the API server calls; its DNS names become SANs")
+    boot.add_argument("--cert-dir", metavar="DIR", help="where to write the certificates (default: a temporary dir)")
+    boot.add_argument("--extra-dns", action="append", default=[], metavar="NAME", help="additional DNS SAN")
+    boot.add_argument("--extra-ip", action="append", default=[], metavar="ADDR", help="additional IP SAN")
+    add_logging_flags(parser)
+    parser.set_defaults(func=run)
 
 
-def _unused(args: argparse.Namespace) -> int:  # pragma: no cover
+def run(args: argparse.Namespace) -> int:
+    configure_logging(getattr(args, "log_level", None), getattr(args, "log_format", None))
+    from provisioner.serving import ServingError, serve
+    from webhook.app import create_app
+
+    cert_file, key_file = args.tls_cert_file, args.tls_key_file
+    if args.bootstrap_certs:
+        try:
+            cert_file, key_file = _bootstrap(args)
+        except Exception as error:  # any API or file error: say it and exit non-zero
+            print(f"groupless webhook: certificate bootstrap failed: {error}", file=sys.stderr)
+            return 1
+    elif not cert_file or not key_file:
+        print("groupless webhook: --tls-cert-file and --tls-key-file are required "
+              "(kube-apiserver only calls webhooks over HTTPS), or use --bootstrap-certs", file=sys.stderr)
+        return 2
+    try:
+        serve(create_app(), listen=args.listen, cert_file=cert_file, key_file=key_file,
+              client_ca_file=args.client_ca_file, threads=args.threads, name="groupless-webhook")
+    except ServingError as error:
+        print(f"groupless webhook: {error}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _bootstrap(args: argparse.Namespace) -> tuple[str, str]:
+    from certs.bootstrap import ensure_certificates
+    from certs.bundle import CERT_FILE, KEY_FILE, service_dns_names
+    from provisioner.kube.client import KubeClient
+
+    kube = KubeClient.from_kubeconfig(args.kubeconfig)
+    cert_dir = args.cert_dir or tempfile.mkdtemp(prefix="groupless-webhook-certs-")
+    result = ensure_certificates(
+        kube, cert_dir=cert_dir, namespace=args.namespace, secret_name=args.secret_name,
+        dns_names=[*service_dns_names(args.service_name, args.namespace), *args.extra_dns],
+        ip_addresses=args.extra_ip,
+    )
+    log.info("Webhook certificates ready in %s (created: %s, caBundle injected into: %s)",
+             cert_dir, result.created, ", ".join(result.patched) or "nothing new")
+    return f"{cert_dir}/{CERT_FILE}", f"{cert_dir}/{KEY_FILE}"

@@ -1,0 +1,243 @@
+"""A self-signed CA and a serving certificate it signs, made with ``cryptography``.
+
+Why: kube-apiserver calls admission webhooks (and kube-scheduler may call the extender) only
+over HTTPS, verifying the server against the ``caBundle`` of the webhook configuration. Go's
+TLS stack ignores the Common Name, so every name a client dials must be a SAN: DNS names for
+the Service (``groupless-webhook.groupless.svc``) and IP SANs for addresses
+(``https://127.0.0.1:8443`` needs ``IP:127.0.0.1``). The layout of a bundle on disk and in a
+Secret is the one cert-controller (Gatekeeper) and knative use: ``ca.crt``, ``ca.key``,
+``tls.crt``, ``tls.key``, PEM, keys mode 0600.
+
+Keys are ECDSA P-256 (fast to make, accepted everywhere). The CA is valid for 10 years and the
+serving certificate for 1 year by default; :meth:`CertBundle.needs_rotation` says when to make
+new ones (expiring within 90 days, or missing a wanted name).
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+CA_CERT_FILE = "ca.crt"
+CA_KEY_FILE = "ca.key"
+CERT_FILE = "tls.crt"
+KEY_FILE = "tls.key"
+FILES = (CA_CERT_FILE, CA_KEY_FILE, CERT_FILE, KEY_FILE)
+
+CA_VALIDITY = datetime.timedelta(days=3650)
+SERVING_VALIDITY = datetime.timedelta(days=365)
+ROTATION_LOOKAHEAD = datetime.timedelta(days=90)
+#: Certificates start an hour in the past so a client with a slightly slow clock accepts them.
+CLOCK_SKEW = datetime.timedelta(hours=1)
+
+
+class CertError(ValueError):
+    """Bad input for a certificate (an invalid IP address, no names at all) or unreadable PEM."""
+
+
+@dataclass(frozen=True, slots=True)
+class CertBundle:
+    """PEM bytes of a CA certificate and key, and of a serving certificate and key signed by it."""
+
+    ca_cert: bytes
+    ca_key: bytes
+    cert: bytes
+    key: bytes
+
+    # ------------------------------------------------------------------ files and Secrets
+    def write(self, directory: str | os.PathLike[str]) -> dict[str, Path]:
+        """Write ``ca.crt ca.key tls.crt tls.key`` into ``directory`` (created; keys mode 0600).
+
+        Returns the path of each file by name. Files are replaced atomically.
+        """
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        paths: dict[str, Path] = {}
+        for name, data in self.to_files().items():
+            path = out / name
+            tmp = out / f".{name}.tmp"
+            mode = 0o600 if name.endswith(".key") else 0o644
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+            paths[name] = path
+        return paths
+
+    @classmethod
+    def read(cls, directory: str | os.PathLike[str]) -> CertBundle:
+        """The bundle written by :meth:`write`; CertError when a file is missing or not PEM."""
+        files: dict[str, bytes] = {}
+        for name in FILES:
+            try:
+                files[name] = (Path(directory) / name).read_bytes()
+            except OSError as error:
+                raise CertError(f"cannot read {Path(directory) / name}: {error.strerror}") from error
+        return cls.from_files(files)
+
+    def to_files(self) -> dict[str, bytes]:
+        """``{"ca.crt": ..., "ca.key": ..., "tls.crt": ..., "tls.key": ...}`` (PEM bytes)."""
+        return {CA_CERT_FILE: self.ca_cert, CA_KEY_FILE: self.ca_key, CERT_FILE: self.cert, KEY_FILE: self.key}
+
+    @classmethod
+    def from_files(cls, files: Mapping[str, bytes]) -> CertBundle:
+        """A bundle from the four PEM blobs by file name; CertError when one is missing or not PEM."""
+        missing = [name for name in FILES if not files.get(name)]
+        if missing:
+            raise CertError(f"certificate bundle is missing {', '.join(missing)}")
+        bundle = cls(files[CA_CERT_FILE], files[CA_KEY_FILE], files[CERT_FILE], files[KEY_FILE])
+        bundle.certificate()  # parse once so a corrupt bundle fails here
+        bundle.ca_certificate()
+        return bundle
+
+    # ------------------------------------------------------------------ inspection
+    def certificate(self) -> x509.Certificate:
+        """The parsed serving certificate; CertError when it is not PEM."""
+        return _parse(self.cert, CERT_FILE)
+
+    def ca_certificate(self) -> x509.Certificate:
+        """The parsed CA certificate; CertError when it is not PEM."""
+        return _parse(self.ca_cert, CA_CERT_FILE)
+
+    def names(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The serving certificate's SANs: (DNS names, IP addresses as strings)."""
+        try:
+            san = self.certificate().extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        except x509.ExtensionNotFound:
+            return frozenset(), frozenset()
+        dns = frozenset(san.get_values_for_type(x509.DNSName))
+        ips = frozenset(str(ip) for ip in san.get_values_for_type(x509.IPAddress))
+        return dns, ips
+
+    def not_after(self) -> datetime.datetime:
+        """When the first of the CA and serving certificate expires (UTC)."""
+        return min(self.certificate().not_valid_after_utc, self.ca_certificate().not_valid_after_utc)
+
+    def needs_rotation(
+        self,
+        dns_names: Iterable[str] = (),
+        ip_addresses: Iterable[str] = (),
+        *,
+        now: datetime.datetime | None = None,
+        lookahead: datetime.timedelta = ROTATION_LOOKAHEAD,
+    ) -> str | None:
+        """Why new certificates are needed (expiring within ``lookahead``, a name missing), or None."""
+        now = now or datetime.datetime.now(datetime.UTC)
+        try:
+            expires = self.not_after()
+            dns, ips = self.names()
+        except CertError as error:
+            return str(error)
+        if expires - lookahead <= now:
+            return f"certificates expire at {expires.isoformat()}"
+        missing = sorted(set(dns_names) - dns) + sorted({str(ipaddress.ip_address(i)) for i in ip_addresses} - ips)
+        if missing:
+            return f"serving certificate lacks the name(s) {', '.join(missing)}"
+        return None
+
+
+def _parse(pem: bytes, name: str) -> x509.Certificate:
+    try:
+        return x509.load_pem_x509_certificate(pem)
+    except ValueError as error:
+        raise CertError(f"{name} is not a PEM certificate") from error
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+
+
+def generate(
+    dns_names: Iterable[str],
+    ip_addresses: Iterable[str] = (),
+    *,
+    common_name: str | None = None,
+    ca_common_name: str = "groupless-ca",
+    now: datetime.datetime | None = None,
+    ca_validity: datetime.timedelta = CA_VALIDITY,
+    validity: datetime.timedelta = SERVING_VALIDITY,
+) -> CertBundle:
+    """A new CA and a serving certificate for every DNS name and IP address given.
+
+    ``dns_names``: e.g. ``["groupless-webhook.groupless.svc", "localhost"]``;
+    ``ip_addresses``: e.g. ``["127.0.0.1", "::1"]`` (written as IP SANs). The serving
+    certificate's Common Name is ``common_name`` or the first name. Raises CertError for an
+    invalid IP address or when no name at all is given.
+    """
+    dns = list(dict.fromkeys(dns_names))
+    try:
+        ips = [ipaddress.ip_address(a) for a in dict.fromkeys(ip_addresses)]
+    except ValueError as error:
+        raise CertError(f"--ip: {error}") from error
+    if not dns and not ips:
+        raise CertError("a serving certificate needs at least one DNS name or IP address")
+    now = now or datetime.datetime.now(datetime.UTC)
+    start = now - CLOCK_SKEW
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_common_name)])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(now + ca_validity)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
+                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    cn = common_name or (dns[0] if dns else str(ips[0]))
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns] + [x509.IPAddress(ip) for ip in ips]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn[:64])]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(min(now + validity, now + ca_validity))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
+                key_agreement=False, key_cert_sign=False, crl_sign=False, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return CertBundle(
+        ca_cert=ca_cert.public_bytes(serialization.Encoding.PEM),
+        ca_key=_key_pem(ca_key),
+        cert=cert.public_bytes(serialization.Encoding.PEM),
+        key=_key_pem(key),
+    )
+
+
+def service_dns_names(service: str, namespace: str) -> list[str]:
+    """The names a Service is dialled by: ``svc``, ``svc.ns``, ``svc.ns.svc``, ``svc.ns.svc.cluster.local``."""
+    return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
