@@ -206,8 +206,14 @@ def active(nominations: Nominations, now: float, bound_or_deleted_uids: Collecti
 
 
 def reserved(nominations: Nominations) -> Resources:
-    """What the nominated pods request in total (core units)."""
-    return Resources.sum(entry.requests for entry in nominations.pods.values())
+    """What the nominated pods request in total (core units), one ``pods`` slot each.
+
+    A pod's slot is counted once: added when its ``requests`` do not name ``pods`` already.
+    """
+    return Resources.sum(
+        entry.requests if entry.requests.get("pods") else entry.requests + {"pods": 1}
+        for entry in nominations.pods.values()
+    )
 
 
 def nominate(

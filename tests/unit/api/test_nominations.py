@@ -117,9 +117,14 @@ def test_active_clears_error() -> None:
 
 
 def test_reserved_sums_requests() -> None:
-    assert nom.reserved(sample()) == Resources({"cpu": 750, "memory": GIB})
+    assert nom.reserved(sample()) == Resources({"cpu": 750, "memory": GIB, "pods": 2})
     assert nom.reserved(nom.EMPTY) == Resources()
-    assert nom.reserved(nom.active(sample(), DEADLINE - 1, {"uid-a"})) == Resources({"cpu": 250})
+    assert nom.reserved(nom.active(sample(), DEADLINE - 1, {"uid-a"})) == Resources({"cpu": 250, "pods": 1})
+
+
+def test_reserved_counts_a_pod_slot_once() -> None:
+    n = Nominations(DEADLINE, {"u": NominatedPod("a/b", Resources({"cpu": 100, "pods": 1}))})
+    assert nom.reserved(n) == Resources({"cpu": 100, "pods": 1})
 
 
 def test_nominate_adds_and_sets_deadline() -> None:
