@@ -57,6 +57,7 @@ KWOK_NODE_ANNOTATION_VALUE = "fake"
 #: The walkthrough's account, as ``localcluster.aws.seed_account`` seeds it.
 AWS_REGION = "ap-south-1"
 CLUSTER_NAME = "karpenter-demo"
+DEFAULT_INSTANCE_PROFILE = "KarpenterNodeInstanceProfile-karpenter-demo"
 
 
 class ClusterError(RuntimeError):
@@ -187,6 +188,7 @@ class LocalCluster:
         self.ports: dict[str, int] = {}
         self.started_seconds: float | None = None
         self._tie_to_parent = True
+        self.aws_account: dict[str, Any] | None = None
 
     # ----- paths --------------------------------------------------------------------------
     @property
@@ -498,7 +500,9 @@ class LocalCluster:
         port = self.ports["moto"]
         component = self._spawn("moto", [sys.executable, "-m", "localcluster.aws", "--port", str(port)],
                                 env={"PYTHONPATH": str(REPO_ROOT)})
-        self._wait(component, lambda: self._http_ok(f"http://127.0.0.1:{port}/moto-api/"), "the moto API answers")
+        self._wait(component, lambda: _json_line(component.log) is not None,
+                   "it prints the seeded account (one JSON line)")
+        self.aws_account = _json_line(component.log)
 
     def _groupless(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "provisioner.cli", *args]
@@ -533,15 +537,17 @@ class LocalCluster:
             "GROUPLESS_KUBECONFIG": str(self.kubeconfig),
             "GROUPLESS_CLUSTER_NAME": CLUSTER_NAME,
             "GROUPLESS_CLUSTER_ENDPOINT": self.apiserver_url,
-            "GROUPLESS_CLUSTER_CA_FILE": str(self.pki.ca.cert),
+            "GROUPLESS_CLUSTER_CA_BUNDLE": base64.b64encode(self.pki.ca.cert.read_bytes()).decode(),
+            "GROUPLESS_CLOUD_PROVIDER": "aws",
             "GROUPLESS_AWS_REGION": AWS_REGION,
             "GROUPLESS_AWS_ENDPOINT_URL": self.aws_endpoint_url or "",
-            "GROUPLESS_DEFAULT_INSTANCE_PROFILE": "KarpenterNodeInstanceProfile-karpenter-demo",
-            "GROUPLESS_BATCH_IDLE_SECONDS": str(s.batch_idle_seconds),
-            "GROUPLESS_BATCH_MAX_SECONDS": str(s.batch_max_seconds),
+            "GROUPLESS_DEFAULT_INSTANCE_PROFILE": DEFAULT_INSTANCE_PROFILE,
+            "GROUPLESS_BATCH_IDLE_DURATION": str(s.batch_idle_seconds),
+            "GROUPLESS_BATCH_MAX_DURATION": str(s.batch_max_seconds),
             "GROUPLESS_NODE_ANNOTATIONS": f"{KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
             "GROUPLESS_LOG_LEVEL": s.log_level,
-            "GROUPLESS_METRICS_PORT": str(self.ports["controller-metrics"]),
+            "GROUPLESS_LISTEN_ADDRESS": f"127.0.0.1:{self.ports['controller-metrics']}",
+            "GROUPLESS_RESYNC_PERIOD": "10",
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
             "AWS_DEFAULT_REGION": AWS_REGION,
@@ -551,13 +557,8 @@ class LocalCluster:
 
     def _start_controller(self) -> None:
         component = self._spawn("controller", self._groupless("controller"), env=self.controller_environment())
-        # the controller has no port to probe before it holds its lease; it must at least stay up
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
-            if component.process is not None and component.process.poll() is not None:
-                raise ClusterError(f"controller exited with code {component.process.returncode}; "
-                                   f"last lines of {component.log}:\n{tail(component.log)}")
-            time.sleep(0.2)
+        url = f"http://127.0.0.1:{self.ports['controller-metrics']}/healthz"
+        self._wait(component, lambda: self._http_ok(url), "/healthz answers ok")
 
     def scheduler_config(self, with_extender: bool) -> dict[str, Any]:
         """The KubeSchedulerConfiguration: ``deploy/scheduler/`` rewritten for loopback.
@@ -700,6 +701,21 @@ def _aws_module_available() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("localcluster.aws") is not None
+
+
+def _json_line(path: Path) -> dict[str, Any] | None:
+    """The first line of ``path`` that is a JSON object (``python -m localcluster.aws`` prints one)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                value = json.loads(line)
+                if isinstance(value, dict):
+                    return value
+    return None
 
 
 def tail(path: Path, lines: int = 30) -> str:

@@ -1,0 +1,200 @@
+"""Observing the walkthrough on a local cluster: manifests, polls, tables, logs, events, instances.
+
+Why one module for ``groupless demo`` and the e2e tests: both replay the same story
+(``../shared/walkthrough/README.md``) and must look at the same things -- what ``kubectl``
+shows a user, what the controller logs, what EC2 (the moto server) holds. The demo prints
+them; the tests assert on them. Nothing here decides anything Groupless decides.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from localcluster.cluster import AWS_REGION, LocalCluster
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+PROVISIONER_LABEL = "karpenter.sh/provisioner-name"
+NODE_COLUMNS = "node.kubernetes.io/instance-type,kubernetes.io/arch,karpenter.sh/capacity-type"
+
+
+def walkthrough_dir() -> Path:
+    """The walkthrough's manifests: ``<repo>/../shared/walkthrough``, else ``/work/shared/walkthrough``.
+
+    Raises FileNotFoundError naming both places when neither exists.
+    """
+    candidates = (REPO_ROOT.parent / "shared" / "walkthrough", Path("/work/shared/walkthrough"))
+    for candidate in candidates:
+        if (candidate / "01-provisioner.yaml").is_file():
+            return candidate
+    raise FileNotFoundError(
+        "the walkthrough manifests were not found in " + " or ".join(str(c) for c in candidates)
+    )
+
+
+def load_manifest(name: str) -> dict[str, Any]:
+    """One walkthrough manifest as a dict (``name`` like ``01-provisioner.yaml``)."""
+    doc = yaml.safe_load((walkthrough_dir() / name).read_text())
+    if not isinstance(doc, dict):
+        raise ValueError(f"{name}: expected one YAML object")
+    return doc
+
+
+def instance_id(provider_id: str) -> str:
+    """``aws:///ap-south-1a/i-0123`` -> ``i-0123``."""
+    return provider_id.rsplit("/", 1)[-1]
+
+
+@dataclass
+class LogCursor:
+    """Reads the lines a component logged since the cursor was last advanced."""
+
+    path: Path
+    offset: int = 0
+
+    def read(self) -> list[str]:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return []
+        complete = data.rsplit(b"\n", 1)[0] + b"\n" if b"\n" in data else b""
+        self.offset += len(complete)
+        return complete.decode(errors="replace").splitlines()
+
+    def skip(self) -> None:
+        self.read()
+
+
+class Observer:
+    """Read-only views of a running local cluster, plus a few kubectl actions."""
+
+    def __init__(self, cluster: LocalCluster):
+        self.cluster = cluster
+        self.controller_log = LogCursor(cluster.log_path("controller"))
+
+    # ----- kubectl ------------------------------------------------------------------------
+    def apply(self, manifest: dict[str, Any] | str | Path, check: bool = True) -> Any:
+        """``kubectl apply -f`` a dict, a YAML string or a file; returns the CompletedProcess."""
+        if isinstance(manifest, Path):
+            return self.cluster.kubectl("apply", "-f", str(manifest), check=check)
+        text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+        return self.cluster.kubectl("apply", "-f", "-", input=text, check=check)
+
+    def scale(self, deployment: str, replicas: int, namespace: str = "default") -> None:
+        self.cluster.kubectl("scale", f"deployment/{deployment}", f"--replicas={replicas}", "-n", namespace)
+
+    def node_table(self) -> str:
+        return str(self.cluster.kubectl("get", "node", "-L", NODE_COLUMNS).stdout)
+
+    def pods_wide(self, selector: str = "app=inflate", namespace: str = "default") -> str:
+        return str(self.cluster.kubectl("get", "pods", "-o", "wide", "-l", selector, "-n", namespace).stdout)
+
+    # ----- objects ------------------------------------------------------------------------
+    def nodes(self, provisioner: str | None = None) -> list[dict[str, Any]]:
+        """Nodes Groupless launched (label ``karpenter.sh/provisioner-name``), of one Provisioner if given."""
+        selector = f"{PROVISIONER_LABEL}={provisioner}" if provisioner else PROVISIONER_LABEL
+        items: list[dict[str, Any]] = self.cluster.kubectl_json("get", "nodes", "-l", selector)["items"]
+        return items
+
+    def pods(self, selector: str = "app=inflate", namespace: str = "default") -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.cluster.kubectl_json("get", "pods", "-l", selector, "-n", namespace)["items"]
+        return items
+
+    @staticmethod
+    def running(pods: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Pods in phase Running that are not being deleted."""
+        return [
+            p for p in pods
+            if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        ]
+
+    def events(self, *, kind: str | None = None, name: str | None = None, namespace: str = "default") -> list[dict[str, Any]]:
+        args = ["get", "events", "-n", namespace]
+        selectors = []
+        if kind:
+            selectors.append(f"involvedObject.kind={kind}")
+        if name:
+            selectors.append(f"involvedObject.name={name}")
+        if selectors:
+            args += ["--field-selector", ",".join(selectors)]
+        items: list[dict[str, Any]] = self.cluster.kubectl_json(*args)["items"]
+        return items
+
+    def events_table(self, namespace: str = "default") -> str:
+        return str(self.cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp").stdout)
+
+    # ----- EC2 (the moto server) ----------------------------------------------------------
+    def ec2(self) -> Any:
+        import boto3
+
+        endpoint = self.cluster.aws_endpoint_url
+        if endpoint is None:
+            raise RuntimeError("the local cluster runs no moto server (localcluster.aws is not installed)")
+        return boto3.client(
+            "ec2", region_name=AWS_REGION, endpoint_url=endpoint,
+            aws_access_key_id="testing", aws_secret_access_key="testing",
+        )
+
+    def instances(self) -> dict[str, dict[str, Any]]:
+        """Every EC2 instance of the account by id: ``{"i-...": {"state", "type", "zone", "tags", "launched"}}``."""
+        found: dict[str, dict[str, Any]] = {}
+        paginator = self.ec2().get_paginator("describe_instances")
+        for page in paginator.paginate():
+            for reservation in page["Reservations"]:
+                for instance in reservation["Instances"]:
+                    found[instance["InstanceId"]] = {
+                        "state": instance["State"]["Name"],
+                        "type": instance["InstanceType"],
+                        "zone": instance["Placement"]["AvailabilityZone"],
+                        "tags": {t["Key"]: t["Value"] for t in instance.get("Tags", [])},
+                        "launched": instance.get("LaunchTime"),
+                    }
+        return found
+
+    def live_instances(self) -> dict[str, dict[str, Any]]:
+        """Instances not (being) terminated."""
+        return {
+            i: v for i, v in self.instances().items() if v["state"] not in ("terminated", "shutting-down")
+        }
+
+    # ----- waiting ------------------------------------------------------------------------
+    @staticmethod
+    def wait_for(
+        condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.5,
+        on_poll: Callable[[], None] | None = None,
+    ) -> Any:
+        """Poll ``condition`` until it returns something truthy; raises TimeoutError naming ``what``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if on_poll is not None:
+                on_poll()
+            value = condition()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+            time.sleep(interval)
+
+
+LOG_PATTERNS = {
+    "batch": re.compile(r"Batched \d+ pods? in [\d.]+m?s"),
+    "packing": re.compile(r"Computed packing of \d+ node\(s\) for \d+ pod\(s\) with instance type option\(s\)"),
+    "launch": re.compile(r"Launched instance: i-[\w]+, hostname: [^,]+, type: [\w.]+, zone: [\w-]+, capacityType: [\w-]+"),
+    "pdb": re.compile(r"Did not evict pod .* due to PDB violation|PDB|disruption budget", re.I),
+}
+
+
+def matching(lines: Iterable[str], pattern: str) -> list[str]:
+    """The lines matching one of ``LOG_PATTERNS`` (by key)."""
+    regex = LOG_PATTERNS[pattern]
+    return [line for line in lines if regex.search(line)]
