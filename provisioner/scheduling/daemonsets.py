@@ -1,0 +1,52 @@
+"""DaemonSets as the pods they will put on every node they tolerate.
+
+A new node must have room for the DaemonSet pods that will land on it (DaemonSet overhead), so
+the solver treats each DaemonSet's pod template as a :class:`~provisioner.scheduling.pods.Pod`
+and counts it on a prospective node when the template tolerates the node's taints and its
+node selector / required node affinity matches the node's labels (Karpenter's
+``getDaemonOverhead``). The DaemonSet controller adds default tolerations to every pod it
+creates (``node.kubernetes.io/not-ready``, ``unreachable``, ``disk-pressure``, ...); they are
+added here too so a template is judged as its pods will be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from provisioner.scheduling.pods import Pod, Toleration, pod_from_manifest
+
+#: Tolerations the DaemonSet controller adds to every daemon pod (pkg/controller/daemon/util).
+DAEMONSET_DEFAULT_TOLERATIONS = (
+    Toleration("node.kubernetes.io/not-ready", "Exists", effect="NoExecute"),
+    Toleration("node.kubernetes.io/unreachable", "Exists", effect="NoExecute"),
+    Toleration("node.kubernetes.io/disk-pressure", "Exists", effect="NoSchedule"),
+    Toleration("node.kubernetes.io/memory-pressure", "Exists", effect="NoSchedule"),
+    Toleration("node.kubernetes.io/pid-pressure", "Exists", effect="NoSchedule"),
+    Toleration("node.kubernetes.io/unschedulable", "Exists", effect="NoSchedule"),
+)
+
+
+def daemonset_pod(ds: Mapping[str, Any]) -> Pod:
+    """The pod a DaemonSet would create: its ``spec.template`` with the DaemonSet's identity.
+
+    Raises ValueError naming the field (prefixed ``spec.template``) for a malformed template.
+    """
+    if not isinstance(ds, Mapping):
+        raise ValueError(f"daemonset: expected an object, got {type(ds).__name__}")
+    metadata = ds.get("metadata") or {}
+    template = (ds.get("spec") or {}).get("template")
+    if not isinstance(template, Mapping):
+        raise ValueError("spec.template: required")
+    tmeta = dict(template.get("metadata") or {})
+    tmeta.setdefault("namespace", metadata.get("namespace") or "default")
+    tmeta["name"] = str(metadata.get("name") or "")
+    tmeta["uid"] = str(metadata.get("uid") or f"daemonset/{tmeta['namespace']}/{tmeta['name']}")
+    tmeta["ownerReferences"] = [{"kind": "DaemonSet", "name": tmeta["name"], "controller": True}]
+    try:
+        pod = pod_from_manifest({"metadata": tmeta, "spec": template.get("spec") or {}})
+    except ValueError as error:
+        raise ValueError(f"spec.template.{error}") from error
+    from dataclasses import replace
+
+    return replace(pod, tolerations=pod.tolerations + DAEMONSET_DEFAULT_TOLERATIONS)

@@ -1,0 +1,502 @@
+"""Pods as the scheduler sees them: one frozen value per pod, read once from its manifest.
+
+The provisioning controller, the extender and ``groupless plan`` all turn Kubernetes pod
+objects (plain dicts, the wire form) into :class:`Pod` values here, so that every part sizes a
+pod and reads its constraints the same way kube-scheduler does:
+
+- requests (:func:`pod_requests`) follow kube-scheduler's ``PodRequests``: the sum of the
+  regular containers and of the restartable (sidecar) init containers, element-wise max with
+  every ordinary init container (plus the sidecars started before it), plus ``spec.overhead``,
+  plus one pod slot;
+- a container that sets only ``limits`` gets ``requests = limits`` (what the API server's
+  defaulting does, so manifests read from files size like admitted pods);
+- node selector, node affinity (required terms ORed, preferred terms by weight), tolerations,
+  topology spread constraints, pod (anti-)affinity, host ports.
+
+Malformed input raises :class:`ValueError` naming the field and value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from provisioner.api import labels as wk
+from provisioner.api.quantity import QuantityError, parse_quantity
+from provisioner.api.types import Taint
+from provisioner.scheduling.requirements import RequirementError, Requirements
+from provisioner.scheduling.resources import PODS, Resources
+
+NO_SCHEDULE = "NoSchedule"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+NO_EXECUTE = "NoExecute"
+DO_NOT_SCHEDULE = "DoNotSchedule"
+SCHEDULE_ANYWAY = "ScheduleAnyway"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+# --------------------------------------------------------------------------- tolerations
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod toleration (``operator`` Equal or Exists; empty ``effect`` matches every effect)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kube's ``Toleration.ToleratesTaint``: an empty key with Exists tolerates every taint."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == (taint.value or "")
+
+
+def tolerates_all(
+    tolerations: Iterable[Toleration], taints: Iterable[Taint], prefer_no_schedule: bool = False
+) -> str | None:
+    """None when every NoSchedule/NoExecute taint is tolerated, else a reason naming the taint.
+
+    PreferNoSchedule taints are only checked with ``prefer_no_schedule=True`` (the solver holds
+    them while a pod's preferences are still held, as Karpenter does).
+    """
+    tols = tuple(tolerations)
+    for taint in taints:
+        if taint.effect == PREFER_NO_SCHEDULE and not prefer_no_schedule:
+            continue
+        if not any(t.tolerates(taint) for t in tols):
+            value = f"={taint.value}" if taint.value else ""
+            return f"did not tolerate taint {taint.key}{value}:{taint.effect}"
+    return None
+
+
+# --------------------------------------------------------------------------- selectors
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A ``metav1.LabelSelector`` (matchLabels ANDed with matchExpressions).
+
+    An empty selector matches every pod; ``None`` in a term (no selector at all) matches none,
+    which callers model by not building a term.
+    """
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[tuple[str, str, frozenset[str]], ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        for key, operator, values in self.match_expressions:
+            present = key in labels
+            if operator == "In":
+                if not present or labels[key] not in values:
+                    return False
+            elif operator == "NotIn":
+                if present and labels[key] in values:
+                    return False
+            elif operator == "Exists":
+                if not present:
+                    return False
+            elif operator == "DoesNotExist":
+                if present:
+                    return False
+        return True
+
+
+def label_selector(obj: Any, where: str) -> LabelSelector:
+    """A :class:`LabelSelector` from its wire form; ValueError naming ``where`` when malformed."""
+    if obj is None:
+        return LabelSelector()
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"{where}: expected a label selector object, got {obj!r}")
+    match_labels = obj.get("matchLabels") or {}
+    if not isinstance(match_labels, Mapping):
+        raise ValueError(f"{where}.matchLabels: expected a map, got {match_labels!r}")
+    expressions = []
+    for i, expr in enumerate(obj.get("matchExpressions") or ()):
+        if not isinstance(expr, Mapping) or "key" not in expr or "operator" not in expr:
+            raise ValueError(f"{where}.matchExpressions[{i}]: expected {{key, operator, values}}, got {expr!r}")
+        operator = str(expr["operator"])
+        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise ValueError(f"{where}.matchExpressions[{i}].operator: {operator!r} is not In, NotIn, Exists or DoesNotExist")
+        expressions.append((str(expr["key"]), operator, frozenset(str(v) for v in expr.get("values") or ())))
+    return LabelSelector(
+        tuple(sorted((str(k), str(v)) for k, v in match_labels.items())),
+        tuple(sorted(expressions, key=lambda e: (e[0], e[1], sorted(e[2])))),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    """``spec.topologySpreadConstraints[]``; ``selector`` already includes ``matchLabelKeys`` values."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    selector: LabelSelector
+    min_domains: int | None = None
+
+    @property
+    def hard(self) -> bool:
+        return self.when_unsatisfiable == DO_NOT_SCHEDULE
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A pod (anti-)affinity term; ``namespaces`` empty with ``all_namespaces`` False means the pod's own.
+
+    ``weight`` is None for a required term, the preference weight (1-100) otherwise.
+    """
+
+    selector: LabelSelector
+    topology_key: str
+    namespaces: frozenset[str]
+    all_namespaces: bool = False
+    weight: int | None = None
+
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """True when a pod in ``namespace`` with ``labels`` is one this term counts."""
+        if not self.all_namespaces and namespace not in self.namespaces:
+            return False
+        return self.selector.matches(labels)
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A ``containerPort`` with a ``hostPort``; ``ip`` ``0.0.0.0`` conflicts with every ip."""
+
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"
+
+    def conflicts(self, other: HostPort) -> bool:
+        if self.port != other.port or self.protocol != other.protocol:
+            return False
+        return self.ip == other.ip or "0.0.0.0" in (self.ip, other.ip)
+
+
+# --------------------------------------------------------------------------- pod
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """A pod as the solver sees it.
+
+    ``requests`` is kube-scheduler's effective request (init containers, sidecars, overhead,
+    ``pods: 1``). ``required_node_affinity`` holds the ORed ``nodeSelectorTerms`` (empty: no
+    required affinity); ``preferred_node_affinity`` the weighted terms, heaviest first.
+    ``volume_requirements`` are ANDed with everything else (bound PV node affinity, the
+    StorageClass's allowedTopologies for unbound claims).
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False)
+    annotations: Mapping[str, str] = field(default_factory=dict, compare=False)
+    requests: Resources = field(default_factory=lambda: Resources({PODS: 1}))
+    node_selector: Mapping[str, str] = field(default_factory=dict, compare=False)
+    required_node_affinity: tuple[Requirements, ...] = ()
+    preferred_node_affinity: tuple[tuple[int, Requirements], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred_pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    volume_requirements: tuple[Requirements, ...] = ()
+    owner_kind: str | None = None
+    owner_name: str | None = None
+    priority_class_name: str | None = None
+    priority: int = 0
+    node_name: str | None = None
+    nominated_node_name: str | None = None
+    phase: str = "Pending"
+    deleting: bool = False
+    creation_timestamp: str = ""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name`` (how events and logs name a pod)."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def base_requirements(self) -> Requirements:
+        """NodeSelector as ``In [v]`` ANDed with volume topology (never relaxed)."""
+        result = Requirements.from_labels(self.node_selector)
+        for extra in self.volume_requirements:
+            result = result & extra
+        return result
+
+    def __repr__(self) -> str:
+        return f"Pod({self.key})"
+
+
+def _map(obj: Any, where: str) -> Mapping[str, Any]:
+    if obj is None:
+        return {}
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"{where}: expected an object, got {obj!r}")
+    return obj
+
+
+def _list(obj: Any, where: str) -> Sequence[Any]:
+    if obj is None:
+        return ()
+    if not isinstance(obj, list | tuple):
+        raise ValueError(f"{where}: expected a list, got {obj!r}")
+    return obj
+
+
+def _str_map(obj: Any, where: str) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _map(obj, where).items()}
+
+
+def _container_requests(container: Mapping[str, Any], where: str) -> Resources:
+    resources = _map(container.get("resources"), f"{where}.resources")
+    limits = _map(resources.get("limits"), f"{where}.resources.limits")
+    requests = dict(_map(resources.get("requests"), f"{where}.resources.requests"))
+    for name, value in limits.items():  # API server defaulting: requests default to limits
+        requests.setdefault(name, value)
+    result: dict[str, int] = {}
+    for name, value in requests.items():
+        try:
+            result[str(name)] = parse_quantity(value, str(name))
+        except QuantityError as error:
+            raise ValueError(f"{where}.resources.requests.{name}: {error}") from error
+    return Resources(result)
+
+
+def pod_requests(obj: Mapping[str, Any]) -> Resources:
+    """kube-scheduler's effective requests of a pod object (its ``spec``), including ``pods: 1``.
+
+    Source: k8s.io/component-helpers ``resource.PodRequests`` (sidecar-aware since 1.28):
+    regular containers summed; each restartable init container (``restartPolicy: Always``)
+    adds to that sum and to the base of every later init container; the result is the
+    element-wise max with each init container's request; then ``spec.overhead`` is added.
+    Raises ValueError naming the field of a malformed quantity.
+    """
+    spec = _map(obj.get("spec"), "spec")
+    total = Resources()
+    for i, container in enumerate(_list(spec.get("containers"), "spec.containers")):
+        total = total + _container_requests(_map(container, f"spec.containers[{i}]"), f"spec.containers[{i}]")
+    sidecars = Resources()
+    init_max = Resources()
+    for i, container in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
+        where = f"spec.initContainers[{i}]"
+        requests = _container_requests(_map(container, where), where)
+        if _map(container, where).get("restartPolicy") == "Always":
+            total = total + requests
+            sidecars = sidecars + requests
+            init_max = init_max.max(sidecars)
+        else:
+            init_max = init_max.max(requests + sidecars)
+    total = total.max(init_max)
+    overhead = _map(spec.get("overhead"), "spec.overhead")
+    if overhead:
+        total = total + _container_requests({"resources": {"requests": overhead}}, "spec.overhead")
+    return total + {PODS: 1}
+
+
+def _node_selector_terms(terms: Any, where: str) -> tuple[Requirements, ...]:
+    result = []
+    for i, term in enumerate(_list(terms, where)):
+        term_map = _map(term, f"{where}[{i}]")
+        if term_map.get("matchFields"):
+            # matchFields (metadata.name) selects an existing node by name: a new node can never match.
+            raise ValueError(f"{where}[{i}].matchFields is not supported for provisioning")
+        try:
+            result.append(Requirements.from_node_selector_requirements(
+                _list(term_map.get("matchExpressions"), f"{where}[{i}].matchExpressions")))
+        except (RequirementError, KeyError, TypeError) as error:
+            raise ValueError(f"{where}[{i}].matchExpressions: {error}") from error
+    return tuple(result)
+
+
+def _affinity_terms(items: Any, where: str, namespace: str, weighted: bool) -> tuple[PodAffinityTerm, ...]:
+    result = []
+    for i, item in enumerate(_list(items, where)):
+        item_map = _map(item, f"{where}[{i}]")
+        weight = None
+        term = item_map
+        if weighted:
+            weight = int(item_map.get("weight") or 0)
+            term = _map(item_map.get("podAffinityTerm"), f"{where}[{i}].podAffinityTerm")
+        topology_key = term.get("topologyKey")
+        if not topology_key:
+            raise ValueError(f"{where}[{i}].topologyKey: required")
+        namespaces = frozenset(str(n) for n in _list(term.get("namespaces"), f"{where}[{i}].namespaces"))
+        all_namespaces = term.get("namespaceSelector") is not None and not _map(
+            term.get("namespaceSelector"), f"{where}[{i}].namespaceSelector")
+        result.append(PodAffinityTerm(
+            selector=label_selector(term.get("labelSelector"), f"{where}[{i}].labelSelector"),
+            topology_key=wk.normalize_label_key(str(topology_key)),
+            namespaces=namespaces or frozenset({namespace}),
+            all_namespaces=all_namespaces,
+            weight=weight,
+        ))
+    if weighted:
+        result.sort(key=lambda t: -(t.weight or 0))
+    return tuple(result)
+
+
+def _owner(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    for ref in _list(metadata.get("ownerReferences"), "metadata.ownerReferences"):
+        ref_map = _map(ref, "metadata.ownerReferences[]")
+        if ref_map.get("controller"):
+            return str(ref_map.get("kind")), str(ref_map.get("name"))
+    refs = _list(metadata.get("ownerReferences"), "metadata.ownerReferences")
+    if refs:
+        first = _map(refs[0], "metadata.ownerReferences[0]")
+        return str(first.get("kind")), str(first.get("name"))
+    return None, None
+
+
+def is_daemonset_pod(obj: Mapping[str, Any]) -> bool:
+    """True when a DaemonSet owns the pod (the DaemonSet controller places it, not us)."""
+    metadata = _map(obj.get("metadata"), "metadata")
+    return any(_map(r, "ownerReferences[]").get("kind") == "DaemonSet"
+               for r in _list(metadata.get("ownerReferences"), "metadata.ownerReferences"))
+
+
+def is_static_pod(obj: Mapping[str, Any]) -> bool:
+    """True for a static (mirror) pod: owned by a Node, or carrying ``kubernetes.io/config.mirror``."""
+    metadata = _map(obj.get("metadata"), "metadata")
+    if MIRROR_ANNOTATION in _map(metadata.get("annotations"), "metadata.annotations"):
+        return True
+    return any(_map(r, "ownerReferences[]").get("kind") == "Node"
+               for r in _list(metadata.get("ownerReferences"), "metadata.ownerReferences"))
+
+
+def is_terminal(obj: Mapping[str, Any]) -> bool:
+    """True when the pod has finished (phase Succeeded or Failed): it holds no resources."""
+    return _map(obj.get("status"), "status").get("phase") in ("Succeeded", "Failed")
+
+
+def pod_from_manifest(obj: Mapping[str, Any], volume_requirements: Sequence[Requirements] = ()) -> Pod:
+    """A :class:`Pod` from a pod object (wire form). ``volume_requirements`` from :mod:`.volumes`.
+
+    Raises ValueError naming the field for malformed input (a bad quantity, an unknown
+    operator, a term without topologyKey, ``matchFields`` in a required node affinity term).
+    """
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"pod: expected an object, got {type(obj).__name__}")
+    metadata = _map(obj.get("metadata"), "metadata")
+    spec = _map(obj.get("spec"), "spec")
+    status = _map(obj.get("status"), "status")
+    namespace = str(metadata.get("namespace") or "default")
+    name = str(metadata.get("name") or metadata.get("generateName") or "")
+    labels = _str_map(metadata.get("labels"), "metadata.labels")
+    affinity = _map(spec.get("affinity"), "spec.affinity")
+    node_affinity = _map(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    required = _map(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+    required_terms = _node_selector_terms(
+        required.get("nodeSelectorTerms"),
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms")
+    preferred: list[tuple[int, Requirements]] = []
+    pwhere = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+    for i, item in enumerate(_list(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), pwhere)):
+        item_map = _map(item, f"{pwhere}[{i}]")
+        terms = _node_selector_terms([item_map.get("preference") or {}], f"{pwhere}[{i}].preference")
+        try:
+            weight = int(item_map.get("weight") or 0)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{pwhere}[{i}].weight: not an integer: {item_map.get('weight')!r}") from error
+        preferred.append((weight, terms[0]))
+    preferred.sort(key=lambda wr: -wr[0])
+
+    tolerations = []
+    for i, tol in enumerate(_list(spec.get("tolerations"), "spec.tolerations")):
+        tol_map = _map(tol, f"spec.tolerations[{i}]")
+        seconds = tol_map.get("tolerationSeconds")
+        tolerations.append(Toleration(
+            key=str(tol_map.get("key") or ""),
+            operator=str(tol_map.get("operator") or "Equal"),
+            value=str(tol_map.get("value") or ""),
+            effect=str(tol_map.get("effect") or ""),
+            toleration_seconds=int(seconds) if seconds is not None else None,
+        ))
+
+    spreads = []
+    for i, tsc in enumerate(_list(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")):
+        where = f"spec.topologySpreadConstraints[{i}]"
+        tsc_map = _map(tsc, where)
+        try:
+            max_skew = int(tsc_map.get("maxSkew", 1))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where}.maxSkew: not an integer: {tsc_map.get('maxSkew')!r}") from error
+        if max_skew < 1:
+            raise ValueError(f"{where}.maxSkew: must be at least 1, got {max_skew}")
+        key = tsc_map.get("topologyKey")
+        if not key:
+            raise ValueError(f"{where}.topologyKey: required")
+        when = str(tsc_map.get("whenUnsatisfiable") or DO_NOT_SCHEDULE)
+        if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+            raise ValueError(f"{where}.whenUnsatisfiable: {when!r} is not DoNotSchedule or ScheduleAnyway")
+        selector = label_selector(tsc_map.get("labelSelector"), f"{where}.labelSelector")
+        match_label_keys = [str(k) for k in _list(tsc_map.get("matchLabelKeys"), f"{where}.matchLabelKeys")]
+        extra = tuple((k, labels[k]) for k in match_label_keys if k in labels)
+        if extra:
+            selector = LabelSelector(tuple(sorted(set(selector.match_labels) | set(extra))), selector.match_expressions)
+        min_domains = tsc_map.get("minDomains")
+        spreads.append(TopologySpreadConstraint(max_skew, wk.normalize_label_key(str(key)), when, selector,
+                                                int(min_domains) if min_domains is not None else None))
+
+    pod_aff = _map(affinity.get("podAffinity"), "spec.affinity.podAffinity")
+    pod_anti = _map(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
+    rq, pf = "requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"
+
+    ports = []
+    for ci, container in enumerate(_list(spec.get("containers"), "spec.containers")):
+        for pi, port in enumerate(_list(_map(container, f"spec.containers[{ci}]").get("ports"),
+                                        f"spec.containers[{ci}].ports")):
+            port_map = _map(port, f"spec.containers[{ci}].ports[{pi}]")
+            host_port = port_map.get("hostPort")
+            if host_port:
+                try:
+                    number = int(host_port)
+                except (TypeError, ValueError) as error:
+                    raise ValueError(f"spec.containers[{ci}].ports[{pi}].hostPort: not an integer: {host_port!r}") from error
+                ports.append(HostPort(number, str(port_map.get("protocol") or "TCP"), str(port_map.get("hostIP") or "0.0.0.0")))
+
+    node_selector = {wk.normalize_label_key(k): v for k, v in _str_map(spec.get("nodeSelector"), "spec.nodeSelector").items()
+                     if k not in wk.IGNORED_LABELS}
+    owner_kind, owner_name = _owner(metadata)
+    try:
+        priority = int(spec.get("priority") or 0)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"spec.priority: not an integer: {spec.get('priority')!r}") from error
+    return Pod(
+        uid=str(metadata.get("uid") or f"{namespace}/{name}"),
+        namespace=namespace,
+        name=name,
+        labels=labels,
+        annotations=_str_map(metadata.get("annotations"), "metadata.annotations"),
+        requests=pod_requests(obj),
+        node_selector=node_selector,
+        required_node_affinity=required_terms,
+        preferred_node_affinity=tuple(preferred),
+        tolerations=tuple(tolerations),
+        topology_spread=tuple(spreads),
+        pod_affinity=_affinity_terms(pod_aff.get(rq), f"spec.affinity.podAffinity.{rq}", namespace, False),
+        pod_anti_affinity=_affinity_terms(pod_anti.get(rq), f"spec.affinity.podAntiAffinity.{rq}", namespace, False),
+        preferred_pod_affinity=_affinity_terms(pod_aff.get(pf), f"spec.affinity.podAffinity.{pf}", namespace, True),
+        preferred_pod_anti_affinity=_affinity_terms(pod_anti.get(pf), f"spec.affinity.podAntiAffinity.{pf}", namespace, True),
+        host_ports=tuple(ports),
+        volume_requirements=tuple(volume_requirements),
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        priority_class_name=str(spec["priorityClassName"]) if spec.get("priorityClassName") else None,
+        priority=priority,
+        node_name=str(spec["nodeName"]) if spec.get("nodeName") else None,
+        nominated_node_name=str(status["nominatedNodeName"]) if status.get("nominatedNodeName") else None,
+        phase=str(status.get("phase") or "Pending"),
+        deleting=bool(metadata.get("deletionTimestamp")),
+        creation_timestamp=str(metadata.get("creationTimestamp") or ""),
+    )

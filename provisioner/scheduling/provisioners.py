@@ -1,0 +1,61 @@
+"""What a Provisioner means to the solver: its requirements, taints, limits and order.
+
+A Provisioner's nodes carry its labels and ``karpenter.sh/provisioner-name``, so those act as
+``In [v]`` requirements (a pod selecting on them lands on that Provisioner's nodes). The
+region labels are dropped (a cluster lives in one region, v0.6.3). Provisioners are tried by
+``weight`` descending, then by name (Karpenter v0.16+; v0.6.3 used the name alone).
+``startupTaints`` are not scheduling constraints (they go away once the node is initialised).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from provisioner.api import labels as wk
+from provisioner.api.quantity import QuantityError, parse_quantity
+from provisioner.api.types import Provisioner, Taint
+from provisioner.scheduling.requirements import Requirement, RequirementError, Requirements
+from provisioner.scheduling.resources import Resources
+
+
+def provisioner_requirements(p: Provisioner) -> Requirements:
+    """``spec.requirements`` ∩ ``labels`` as ``In [v]`` ∩ ``karpenter.sh/provisioner-name In [name]``.
+
+    Raises ValueError naming the Provisioner for an invalid operator (validation should have
+    refused it already).
+    """
+    try:
+        reqs = Requirements(
+            Requirement.of(r.key, r.operator, r.values)
+            for r in p.spec.requirements
+            if r.key not in wk.IGNORED_LABELS
+        )
+    except RequirementError as error:
+        raise ValueError(f"provisioner {p.name}: spec.requirements: {error}") from error
+    return reqs & Requirements.from_labels(p.labels_with_name)
+
+
+def provisioner_taints(p: Provisioner) -> tuple[Taint, ...]:
+    """The taints pods must tolerate (``spec.taints``; ``startupTaints`` are excluded)."""
+    return tuple(p.spec.taints)
+
+
+def provisioner_limits(p: Provisioner) -> Resources | None:
+    """``spec.limits.resources`` parsed (milli-CPU, bytes, counts); None without limits.
+
+    Raises ValueError naming the Provisioner and resource for a malformed quantity.
+    """
+    if p.spec.limits is None or not p.spec.limits.resources:
+        return None
+    parsed = {}
+    for name, value in p.spec.limits.resources:
+        try:
+            parsed[name] = parse_quantity(value, name)
+        except QuantityError as error:
+            raise ValueError(f"provisioner {p.name}: spec.limits.resources.{name}: {error}") from error
+    return Resources(parsed)
+
+
+def order_provisioners(provisioners: Iterable[Provisioner]) -> list[Provisioner]:
+    """Provisioners in the order they are tried: ``weight`` descending (unset = 0), then name."""
+    return sorted(provisioners, key=lambda p: (-(p.spec.weight or 0), p.name))

@@ -1,0 +1,940 @@
+"""The solver: pending pods in, a plan of nodes to launch (and pods for existing nodes) out.
+
+Pure and deterministic (frozen values in, a :class:`Plan` out, no clock, no randomness), so the
+provisioning controller, the extender and ``groupless plan`` make the same decisions.
+
+The algorithm follows today's Karpenter (``pkg/controllers/provisioning/scheduling``), which
+fixed v0.6.3's shortcomings (one Provisioner at a time, pods with affinity ignored, limits
+checked once per batch, topology always hard):
+
+1. Pods are queued by cpu, then memory, descending (first-fit decreasing), then creation
+   time and UID, so the plan does not depend on input order.
+2. Each pod is tried, in order: on existing nodes (initialised first, then in-flight, by
+   name), on the new nodes planned so far (in the order they were opened), and on a new node
+   of the first Provisioner (``weight`` desc, then name) whose requirements, taints, limits
+   and instance types can take it.
+3. A planned node keeps every instance type that still fits all of its pods plus that type's
+   DaemonSet overhead and still has an allowed offering; a pod joins only if one remains. The
+   node's requirements narrow as pods join (a zone chosen for topology, a nodeSelector).
+4. When a pod fits nowhere, one preference is relaxed (preferred pod affinity, preferred pod
+   anti-affinity, preferred node affinity heaviest first, ScheduleAnyway spread, then
+   PreferNoSchedule taints) and the pod goes to the back of the queue; the loop ends after a
+   full pass without progress, so affinity chains settle.
+5. Each planned node's instance type options are ordered by the price of their cheapest
+   allowed offering and cut to 60; its price is the cheapest option's.
+
+Limits are enforced while packing: a new node only gets instance types whose capacity still
+fits ``limits - usage - capacity reserved by the nodes planned so far`` (each planned node
+reserves the capacity of its *largest* remaining option, since the cloud provider may launch
+any option), so a burst never overshoots a limit.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from provisioner.api import labels as wk
+from provisioner.api.types import Provisioner, Taint
+from provisioner.scheduling.instancetypes import InstanceType, Offering
+from provisioner.scheduling.nodes import ClusterNode
+from provisioner.scheduling.pods import (
+    HostPort,
+    LabelSelector,
+    Pod,
+    PodAffinityTerm,
+    TopologySpreadConstraint,
+    tolerates_all,
+)
+from provisioner.scheduling.provisioners import (
+    order_provisioners,
+    provisioner_limits,
+    provisioner_requirements,
+    provisioner_taints,
+)
+from provisioner.scheduling.requirements import (
+    DOES_NOT_EXIST,
+    IN,
+    NOT_IN,
+    Requirement,
+    Requirements,
+)
+from provisioner.scheduling.resources import ACCELERATORS, CPU, MEMORY, PODS, Resources
+
+#: At most this many instance type options per planned node (the AWS provider's cut, Karpenter v1).
+MAX_INSTANCE_TYPES = 60
+#: Keys an instance type or offering fills in at launch: a pod may ask for them even when the
+#: Provisioner does not mention them.
+_LAUNCH_KEYS = frozenset({wk.ZONE, wk.INSTANCE_TYPE, wk.ARCH, wk.OS, wk.CAPACITY_TYPE})
+_SPREAD, _AFFINITY, _ANTI = "spread", "affinity", "anti"
+
+
+# =========================================================================== public values
+@dataclass(frozen=True)
+class SolverInput:
+    """Everything one solve needs.
+
+    ``instance_types`` maps a Provisioner name to its instance types (with offerings and
+    prices). ``provisioner_usage`` is the capacity already counted against each
+    Provisioner's limits (its existing and in-flight nodes). ``zones`` maps a Provisioner name
+    to the zones its subnets cover (None: no restriction beyond the offerings).
+    """
+
+    pods: Sequence[Pod]
+    provisioners: Sequence[Provisioner]
+    instance_types: Mapping[str, Sequence[InstanceType]]
+    nodes: Sequence[ClusterNode] = ()
+    daemonsets: Sequence[Pod] = ()
+    provisioner_usage: Mapping[str, Resources] = field(default_factory=dict)
+    zones: Mapping[str, frozenset[str]] | None = None
+
+
+@dataclass(frozen=True)
+class PlannedNode:
+    """A node to launch: its Provisioner, the pods it is for, and what may be bought for it.
+
+    ``instance_type_options`` are cheapest first (at most 60), each fitting every pod plus its
+    DaemonSet overhead; ``offering`` is the cheapest allowed offering of the first option and
+    ``price`` its USD/hour. ``labels`` and ``taints`` are those the node is launched with
+    (the Provisioner's, plus single-valued requirements such as a zone chosen for topology).
+    """
+
+    provisioner: str
+    pods: tuple[Pod, ...]
+    requirements: Requirements
+    instance_type_options: tuple[InstanceType, ...]
+    offering: Offering
+    price: float
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+
+    @property
+    def instance_type(self) -> InstanceType:
+        """The cheapest option (what the plan's price assumes)."""
+        return self.instance_type_options[0]
+
+
+@dataclass(frozen=True)
+class ExistingPlacement:
+    """Pods that fit an existing or in-flight node (kube-scheduler will bind them there)."""
+
+    node: str
+    pods: tuple[Pod, ...]
+
+
+@dataclass(frozen=True)
+class PodError:
+    """A pod the plan does not place, with a human reason (key and value sets when it's requirements)."""
+
+    pod: Pod
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    new_nodes: tuple[PlannedNode, ...] = ()
+    existing: tuple[ExistingPlacement, ...] = ()
+    unschedulable: tuple[PodError, ...] = ()
+
+    @property
+    def total_price(self) -> float:
+        """USD/hour of the new nodes (each at its cheapest option's offering)."""
+        return sum(n.price for n in self.new_nodes)
+
+
+# =========================================================================== vectors
+Vec = tuple[int, ...]
+
+
+def _fits(need: Vec, have: Vec) -> bool:
+    for a, b in zip(need, have, strict=True):
+        if a > b:
+            return False
+    return True
+
+
+def _add(a: Vec, b: Vec) -> Vec:
+    return tuple(x + y for x, y in zip(a, b, strict=True))
+
+
+def _sub(a: Vec, b: Vec) -> Vec:
+    return tuple(x - y for x, y in zip(a, b, strict=True))
+
+
+def _vmax(a: Vec, b: Vec) -> Vec:
+    return tuple(x if x > y else y for x, y in zip(a, b, strict=True))
+
+
+def _vmin(a: Vec, b: Vec) -> Vec:
+    return tuple(x if x < y else y for x, y in zip(a, b, strict=True))
+
+
+# =========================================================================== topology groups
+@dataclass(eq=False)
+class _Group:
+    """Pods matching ``selector`` in ``namespaces`` counted per domain of ``key``.
+
+    ``owners`` holds the domains of pods carrying a required anti-affinity term of this group
+    (a pod the term selects may not join those domains: anti-affinity is symmetric).
+    """
+
+    key: str
+    namespaces: frozenset[str]
+    all_namespaces: bool
+    selector: LabelSelector
+    counts: dict[str, int] = field(default_factory=dict)
+    total: int = 0
+    owners: set[str] = field(default_factory=set)
+
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        if not self.all_namespaces and namespace not in self.namespaces:
+            return False
+        return self.selector.matches(labels)
+
+    def record(self, domain: str) -> None:
+        self.counts[domain] = self.counts.get(domain, 0) + 1
+        self.total += 1
+
+
+@dataclass(frozen=True)
+class _Constraint:
+    kind: str
+    group: _Group
+    max_skew: int = 1
+    self_match: bool = False
+    spread_hard: bool = True
+
+
+# =========================================================================== catalog per Provisioner
+@dataclass(eq=False)
+class _Type:
+    it: InstanceType
+    alloc: Vec  # allocatable minus this template's DaemonSet overhead
+    capacity: Vec
+    accel: bool
+    ds_ports: tuple[HostPort, ...]
+
+
+@dataclass(eq=False)
+class _Template:
+    index: int
+    provisioner: Provisioner
+    reqs: Requirements
+    taints: tuple[Taint, ...]
+    labels: dict[str, str]
+    types: list[_Type]
+    limits: Vec | None
+    usage: Vec
+    reserved: Vec
+    allow_undefined: frozenset[str]
+    limit_names: tuple[str, ...]
+    compat_cache: dict[Requirements, str | None] = field(default_factory=dict)
+    types_cache: dict[tuple[Requirements, bool], list[_Type]] = field(default_factory=dict)
+
+
+# =========================================================================== nodes being planned
+@dataclass(eq=False)
+class _Node:
+    index: int
+    hostname: str
+    reqs: Requirements
+    taints: tuple[Taint, ...]
+    requested: Vec
+    ports: list[HostPort]
+    pods: list[Pod]
+    template: _Template | None = None
+    existing: ClusterNode | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Vec = ()
+    options: list[_Type] = field(default_factory=list)
+    min_alloc: Vec = ()
+    max_alloc: Vec = ()
+    reserved: Vec = ()
+    accel: bool | None = None
+    compat: dict[Requirements, tuple[Requirements, list[_Type]] | str] = field(default_factory=dict)
+
+    def domain(self, key: str) -> str | None:
+        """The node's value for ``key``; None while it is not decided yet (or absent)."""
+        if key == wk.HOSTNAME:
+            return self.hostname
+        if self.existing is not None:
+            return self.labels.get(key)
+        requirement = self.reqs.get(key)
+        if requirement is not None and not requirement.complement and len(requirement.values) == 1:
+            return next(iter(requirement.values))
+        return None
+
+
+# =========================================================================== pods being placed
+@dataclass(eq=False)
+class _Shape:
+    """What identical pods share: requirements alternatives, constraints, groups."""
+
+    base: Requirements
+    terms: tuple[Requirements, ...]
+    accel: bool
+    selected_by: tuple[_Group, ...] = ()
+    anti_owned: tuple[_Group, ...] = ()
+    constraint_cache: dict[tuple[int, int, int, int], tuple[list[_Constraint], list[Requirements]]] = field(
+        default_factory=dict
+    )
+
+
+@dataclass(eq=False)
+class _View:
+    pod: Pod
+    vec: Vec
+    shape: _Shape
+    relaxed_pod_affinity: int = 0
+    relaxed_pod_anti: int = 0
+    relaxed_node_affinity: int = 0
+    relaxed_spread: int = 0
+    prefer_no_schedule: bool = True
+
+    def relax(self) -> str | None:
+        """Drop one preference (Karpenter's order); the description, or None when none is left."""
+        pod = self.pod
+        if self.relaxed_pod_affinity < len(pod.preferred_pod_affinity):
+            self.relaxed_pod_affinity += 1
+            return "preferred pod affinity"
+        if self.relaxed_pod_anti < len(pod.preferred_pod_anti_affinity):
+            self.relaxed_pod_anti += 1
+            return "preferred pod anti-affinity"
+        if self.relaxed_node_affinity < len(pod.preferred_node_affinity):
+            self.relaxed_node_affinity += 1
+            return "preferred node affinity"
+        if self.relaxed_spread < sum(1 for c in pod.topology_spread if not c.hard):
+            self.relaxed_spread += 1
+            return "ScheduleAnyway topology spread"
+        if self.prefer_no_schedule:
+            self.prefer_no_schedule = False
+            return "PreferNoSchedule taints"
+        return None
+
+
+class _Solver:
+    def __init__(self, given: SolverInput) -> None:
+        self.input = given
+        names: set[str] = {CPU, MEMORY, PODS}
+        for pod in given.pods:
+            names.update(pod.requests)
+        for ds in given.daemonsets:
+            names.update(ds.requests)
+        for types in given.instance_types.values():
+            for it in types:
+                names.update(it.capacity)
+        for node in given.nodes:
+            names.update(node.allocatable)
+        self.dims = tuple(sorted(names))
+        self.zero: Vec = tuple(0 for _ in self.dims)
+        self.groups: dict[tuple[Any, ...], _Group] = {}
+        self.nodes: list[_Node] = []
+        self.new_nodes: list[_Node] = []
+        self.shapes: dict[tuple[Any, ...], _Shape] = {}
+        self.domain_cache: dict[tuple[Requirements, str], frozenset[str]] = {}
+        self.templates = self._templates()
+        self._existing_nodes()
+
+    # ------------------------------------------------------------------ setup
+    def vec(self, resources: Mapping[str, int]) -> Vec:
+        get = resources.get
+        return tuple(get(name) or 0 for name in self.dims)
+
+    def _templates(self) -> list[_Template]:
+        given = self.input
+        templates = []
+        for index, p in enumerate(order_provisioners(given.provisioners)):
+            reqs = provisioner_requirements(p)
+            if given.zones is not None and p.name in given.zones:
+                reqs = reqs.with_requirement(Requirement.of(wk.ZONE, IN, sorted(given.zones[p.name])))
+            taints = provisioner_taints(p)
+            types: list[_Type] = []
+            type_keys: set[str] = set()
+            for it in given.instance_types.get(p.name, ()):
+                if it.requirements.intersects(reqs) is not None or not it.available_offerings(reqs):
+                    continue
+                node_reqs = reqs & it.requirements
+                overhead = Resources()
+                ports: list[HostPort] = []
+                for ds in given.daemonsets:
+                    if tolerates_all(ds.tolerations, taints) is not None:
+                        continue
+                    if not _daemon_matches(ds, node_reqs):
+                        continue
+                    overhead = overhead + ds.requests
+                    ports.extend(ds.host_ports)
+                types.append(_Type(it, self.vec(it.allocatable - overhead), self.vec(it.capacity),
+                                   it.has_accelerator, tuple(ports)))
+                type_keys.update(k for k, _ in it.labels)
+            limits = provisioner_limits(p)
+            limit_names = tuple(sorted(limits)) if limits else ()
+            usage = self.vec(given.provisioner_usage.get(p.name, Resources()))
+            templates.append(_Template(
+                index=index, provisioner=p, reqs=reqs, taints=taints, labels=p.labels_with_name, types=types,
+                limits=self.vec(limits) if limits is not None else None, usage=usage, reserved=self.zero,
+                allow_undefined=_LAUNCH_KEYS | frozenset(type_keys), limit_names=limit_names,
+            ))
+        return templates
+
+    def group(self, kind: str, key: str, namespaces: frozenset[str], all_ns: bool, selector: LabelSelector) -> _Group:
+        gkey = (kind, key, namespaces, all_ns, selector)
+        group = self.groups.get(gkey)
+        if group is None:
+            group = _Group(key, namespaces, all_ns, selector)
+            self.groups[gkey] = group
+        return group
+
+    def _term_group(self, kind: str, term: PodAffinityTerm) -> _Group:
+        return self.group(kind, term.topology_key, term.namespaces, term.all_namespaces, term.selector)
+
+    def _spread_group(self, pod: Pod, c: TopologySpreadConstraint) -> _Group:
+        return self.group(_SPREAD, c.topology_key, frozenset({pod.namespace}), False, c.selector)
+
+    def register_groups(self, pods: Sequence[Pod]) -> None:
+        """Create every topology group any pending or running pod speaks of, before counting."""
+        for pod in pods:
+            for c in pod.topology_spread:
+                self._spread_group(pod, c)
+            for t in pod.pod_affinity + pod.preferred_pod_affinity:
+                self._term_group(_AFFINITY, t)
+            for t in pod.pod_anti_affinity + pod.preferred_pod_anti_affinity:
+                self._term_group(_ANTI, t)
+
+    def _existing_nodes(self) -> None:
+        given = self.input
+        running = [p for n in given.nodes if not n.marked_for_deletion for p in n.pods if not p.deleting]
+        self.register_groups(list(given.pods) + running)
+        ordered = sorted(given.nodes, key=lambda n: (n.in_flight, n.name))
+        for node in ordered:
+            if node.marked_for_deletion:
+                continue
+            labels = dict(node.labels)
+            labels.setdefault(wk.HOSTNAME, node.name)
+            n = _Node(
+                index=len(self.nodes), hostname=labels[wk.HOSTNAME], reqs=Requirements.from_labels(labels),
+                taints=node.taints, requested=self.vec(node.requested), ports=list(node.host_ports), pods=[],
+                existing=node, labels=labels, allocatable=self.vec(node.allocatable),
+            )
+            self.nodes.append(n)
+            for pod in node.pods:
+                if pod.deleting:
+                    continue
+                self._record(pod, n)
+
+    # ------------------------------------------------------------------ pods
+    def shape_of(self, pod: Pod) -> _Shape:
+        skey = (
+            pod.namespace, frozenset(pod.labels.items()), frozenset(pod.node_selector.items()),
+            pod.required_node_affinity, pod.preferred_node_affinity, pod.tolerations, pod.topology_spread,
+            pod.pod_affinity, pod.pod_anti_affinity, pod.preferred_pod_affinity,
+            pod.preferred_pod_anti_affinity, pod.host_ports, pod.volume_requirements,
+            any(pod.requests.get(a) > 0 for a in ACCELERATORS),
+        )
+        shape = self.shapes.get(skey)
+        if shape is None:
+            selected_by = tuple(
+                g for (kind, *_), g in self.groups.items()
+                if kind in (_SPREAD, _AFFINITY, _ANTI) and g.selects(pod.namespace, pod.labels)
+            )
+            shape = _Shape(
+                base=pod.base_requirements,
+                terms=pod.required_node_affinity or (Requirements(),),
+                accel=bool(skey[-1]),
+                selected_by=tuple(dict.fromkeys(selected_by)),
+                anti_owned=tuple(self._term_group(_ANTI, t) for t in pod.pod_anti_affinity),
+            )
+            self.shapes[skey] = shape
+        return shape
+
+    def constraints(self, view: _View) -> tuple[list[_Constraint], list[Requirements]]:
+        """The pod's active topology constraints and node requirement alternatives."""
+        state = (view.relaxed_pod_affinity, view.relaxed_pod_anti, view.relaxed_node_affinity, view.relaxed_spread)
+        cached = view.shape.constraint_cache.get(state)
+        if cached is not None:
+            return cached
+        pod = view.pod
+        out: list[_Constraint] = []
+        soft_index = 0
+        for c in pod.topology_spread:
+            if not c.hard:
+                soft_index += 1
+                if soft_index <= view.relaxed_spread:
+                    continue
+            group = self._spread_group(pod, c)
+            out.append(_Constraint(_SPREAD, group, c.max_skew, c.selector.matches(pod.labels), c.hard))
+        for t in pod.pod_affinity + pod.preferred_pod_affinity[view.relaxed_pod_affinity:]:
+            out.append(_Constraint(_AFFINITY, self._term_group(_AFFINITY, t), self_match=t.selects(pod.namespace, pod.labels)))
+        for t in pod.pod_anti_affinity + pod.preferred_pod_anti_affinity[view.relaxed_pod_anti:]:
+            out.append(_Constraint(_ANTI, self._term_group(_ANTI, t)))
+        preferred = Requirements()
+        for _, reqs in pod.preferred_node_affinity[view.relaxed_node_affinity:]:
+            preferred = preferred & reqs
+        alternatives = []
+        seen: set[Requirements] = set()
+        for term in view.shape.terms:
+            alt = view.shape.base & term & preferred
+            if alt not in seen:
+                seen.add(alt)
+                alternatives.append(alt)
+        result = (out, alternatives)
+        view.shape.constraint_cache[state] = result
+        return result
+
+    # ------------------------------------------------------------------ topology
+    def spread_domains(self, reqs: Requirements, key: str) -> frozenset[str]:
+        """Domains of ``key`` a pod with ``reqs`` could land in: templates' offerings and existing nodes."""
+        ckey = (reqs, key)
+        cached = self.domain_cache.get(ckey)
+        if cached is not None:
+            return cached
+        values: set[str] = set()
+        for t in self.templates:
+            if t.reqs.compatible(reqs, t.allow_undefined) is not None:
+                continue
+            node_reqs = t.reqs & reqs
+            for typ in t.types:
+                values.update(_type_domains(typ.it, node_reqs, key))
+        for node in self.nodes:
+            if node.existing is not None:
+                value = node.labels.get(key)
+                if value is not None and _labels_satisfy(node.labels, reqs) is None:
+                    values.add(value)
+        result = frozenset(v for v in values if reqs.has(key, v))
+        self.domain_cache[ckey] = result
+        return result
+
+    def topology(self, view: _View, cons: list[_Constraint], node: _Node, reqs: Requirements,
+                 possible: Any) -> tuple[str | None, dict[str, str]]:
+        """Check ``cons`` for the pod on ``node``; returns (reason, keys to pin to a value).
+
+        ``possible(key)`` gives the values an undecided key of the node could still take.
+        """
+        pins: dict[str, str] = {}
+        keys: dict[str, list[_Constraint]] = {}
+        for c in cons:
+            keys.setdefault(c.group.key, []).append(c)
+        forbidden_owner: dict[str, set[str]] = {}
+        for g in view.shape.selected_by:
+            if g.owners:
+                forbidden_owner.setdefault(g.key, set()).update(g.owners)
+                keys.setdefault(g.key, [])
+        for g in view.shape.selected_by:
+            keys.setdefault(g.key, [])
+        for g in view.shape.anti_owned:
+            keys.setdefault(g.key, [])
+        for key, key_cons in keys.items():
+            domain = node.domain(key)
+            candidates: list[str]
+            if domain is not None:
+                candidates = [domain]
+            else:
+                candidates = sorted(possible(key))
+                if not candidates:
+                    if key_cons or key in forbidden_owner:
+                        return f"no node can carry topology key {key}", {}
+                    continue
+            allowed = []
+            for value in candidates:
+                if value in forbidden_owner.get(key, ()):
+                    continue
+                if all(self._allows(view, reqs, c, value) for c in key_cons):
+                    allowed.append(value)
+            if not allowed:
+                return _topology_reason(key, key_cons, key in forbidden_owner), {}
+            if domain is None:
+                spreads = [c.group for c in key_cons if c.kind == _SPREAD]
+                pins[key] = min(allowed, key=lambda v: (sum(g.counts.get(v, 0) for g in spreads), v))
+        return None, pins
+
+    def _allows(self, view: _View, reqs: Requirements, c: _Constraint, value: str) -> bool:
+        group = c.group
+        count = group.counts.get(value, 0)
+        if c.kind == _ANTI:
+            return count == 0
+        if c.kind == _AFFINITY:
+            if group.total == 0:
+                return c.self_match
+            return count > 0
+        # spread: skew = count(value) + self - min over eligible domains
+        if group.key == wk.HOSTNAME:
+            minimum = 0
+        else:
+            domains = self.spread_domains(reqs, group.key)
+            minimum = min((group.counts.get(d, 0) for d in domains), default=0)
+        return count + (1 if c.self_match else 0) - minimum <= c.max_skew
+
+    def _record(self, pod: Pod, node: _Node, shape: _Shape | None = None) -> None:
+        groups = (
+            tuple(g for g in self.groups.values() if g.selects(pod.namespace, pod.labels))
+            if shape is None else shape.selected_by
+        )
+        for g in groups:
+            domain = node.domain(g.key)
+            if domain is not None:
+                g.record(domain)
+        owned = (
+            tuple(self._term_group(_ANTI, t) for t in pod.pod_anti_affinity)
+            if shape is None else shape.anti_owned
+        )
+        for g in owned:
+            domain = node.domain(g.key)
+            if domain is not None:
+                g.owners.add(domain)
+
+    # ------------------------------------------------------------------ placement
+    def add(self, view: _View) -> str | None:
+        cons, alternatives = self.constraints(view)
+        pod = view.pod
+        reasons: list[str] = []
+        for node in self.nodes:
+            if self._try_existing(view, cons, alternatives, node):
+                return None
+        for node in self.new_nodes:
+            if self._try_new(view, cons, alternatives, node):
+                return None
+        for template in self.templates:
+            reason = self._open(view, cons, alternatives, template)
+            if reason is None:
+                return None
+            reasons.append(f"provisioner {template.provisioner.name}: {reason}")
+        if not self.templates:
+            reasons.append("no provisioner")
+        del pod
+        return "; ".join(reasons)
+
+    def _try_existing(self, view: _View, cons: list[_Constraint], alternatives: list[Requirements], node: _Node) -> bool:
+        pod = view.pod
+        if not _fits(_add(node.requested, view.vec), node.allocatable):
+            return False
+        if tolerates_all(pod.tolerations, node.taints, view.prefer_no_schedule) is not None:
+            return False
+        if any(hp.conflicts(other) for hp in pod.host_ports for other in node.ports):
+            return False
+        for alt in alternatives:
+            cached = node.compat.get(alt)
+            if cached is None:
+                cached = "" if _labels_satisfy(node.labels, alt) is None else "x"
+                node.compat[alt] = cached
+            if cached:
+                continue
+            reason, _ = self.topology(view, cons, node, alt, lambda key: ())
+            if reason is None:
+                node.requested = _add(node.requested, view.vec)
+                node.ports.extend(pod.host_ports)
+                node.pods.append(pod)
+                self._record(pod, node, view.shape)
+                return True
+        return False
+
+    def _try_new(self, view: _View, cons: list[_Constraint], alternatives: list[Requirements], node: _Node) -> bool:
+        pod = view.pod
+        template = node.template
+        assert template is not None
+        if node.accel is not None and node.accel != view.shape.accel:
+            return False
+        total = _add(node.requested, view.vec)
+        if not _fits(total, node.max_alloc):
+            return False
+        if tolerates_all(pod.tolerations, node.taints, view.prefer_no_schedule) is not None:
+            return False
+        if any(hp.conflicts(other) for hp in pod.host_ports for other in node.ports):
+            return False
+        for alt in alternatives:
+            cached = node.compat.get(alt)
+            if cached is None:
+                cached = self._narrow(node, alt)
+                node.compat[alt] = cached
+            if isinstance(cached, str):
+                continue
+            reqs, options = cached
+            if not _fits(total, node.min_alloc):
+                options = [t for t in options if _fits(total, t.alloc)]
+                if not options:
+                    continue
+
+            def possible(key: str, opts: list[_Type] = options, r: Requirements = reqs) -> set[str]:
+                return {v for t in opts for v in _type_domains(t.it, r, key)}
+
+            reason, pins = self.topology(view, cons, node, reqs, possible)
+            if reason is not None:
+                continue
+            if pins:
+                reqs = reqs & Requirements(Requirement.of(k, IN, (v,)) for k, v in pins.items())
+                options = [t for t in options if _type_ok(t, reqs)]
+                if not options:
+                    continue
+            if any(hp.conflicts(other) for hp in pod.host_ports for t in options for other in t.ds_ports):
+                options = [t for t in options if not any(hp.conflicts(o) for hp in pod.host_ports for o in t.ds_ports)]
+                if not options:
+                    continue
+            self._commit(node, view, total, reqs, options)
+            return True
+        return False
+
+    def _narrow(self, node: _Node, alt: Requirements) -> tuple[Requirements, list[_Type]] | str:
+        template = node.template
+        assert template is not None
+        reason = node.reqs.compatible(alt, template.allow_undefined)
+        if reason is not None:
+            return reason
+        reqs = node.reqs & alt
+        if reqs.infeasible_keys():
+            return f"requirements on {', '.join(reqs.infeasible_keys())} cannot be met"
+        if reqs == node.reqs:
+            return reqs, node.options
+        options = [t for t in node.options if _type_ok(t, reqs)]
+        if not options:
+            return "no instance type left"
+        return reqs, options
+
+    def _commit(self, node: _Node, view: _View, total: Vec, reqs: Requirements, options: list[_Type]) -> None:
+        pod = view.pod
+        node.requested = total
+        if reqs is not node.reqs and reqs != node.reqs:
+            node.reqs = reqs
+            node.compat = {}
+        if options is not node.options:
+            self._set_options(node, options)
+        node.accel = view.shape.accel
+        node.ports.extend(pod.host_ports)
+        node.pods.append(pod)
+        self._record(pod, node, view.shape)
+
+    def _set_options(self, node: _Node, options: list[_Type]) -> None:
+        template = node.template
+        assert template is not None
+        node.options = options
+        node.compat = {}
+        min_alloc = options[0].alloc
+        max_alloc = options[0].alloc
+        reserved = options[0].capacity
+        for t in options[1:]:
+            min_alloc = _vmin(min_alloc, t.alloc)
+            max_alloc = _vmax(max_alloc, t.alloc)
+            reserved = _vmax(reserved, t.capacity)
+        node.min_alloc = min_alloc
+        node.max_alloc = max_alloc
+        if template.limits is not None:
+            old = node.reserved or self.zero
+            template.reserved = _add(_sub(template.reserved, old), reserved)
+        node.reserved = reserved
+
+    def _open(self, view: _View, cons: list[_Constraint], alternatives: list[Requirements], template: _Template) -> str | None:
+        pod = view.pod
+        reason = tolerates_all(pod.tolerations, template.taints, view.prefer_no_schedule)
+        if reason is not None:
+            return reason
+        last = "no compatible requirements"
+        for alt in alternatives:
+            reason = template.compat_cache.get(alt, "?")
+            if reason == "?":
+                reason = template.reqs.compatible(alt, template.allow_undefined)
+                if reason is None and (template.reqs & alt).infeasible_keys():
+                    reason = "requirements cannot be met together"
+                template.compat_cache[alt] = reason
+            if reason is not None:
+                last = f"incompatible requirements, {reason}"
+                continue
+            reqs = template.reqs & alt
+            tkey = (reqs, view.shape.accel)
+            types = template.types_cache.get(tkey)
+            if types is None:
+                types = [t for t in template.types if t.accel == view.shape.accel and _type_ok(t, reqs)]
+                template.types_cache[tkey] = types
+            if not types:
+                last = _no_type_reason(template, reqs, view.shape.accel)
+                continue
+            options = [t for t in types if _fits(view.vec, t.alloc)]
+            if not options:
+                last = f"no instance type has room for the pod's requests {_fmt(pod.requests)} plus DaemonSet overhead"
+                continue
+            if any(pod.host_ports):
+                options = [t for t in options if not any(hp.conflicts(o) for hp in pod.host_ports for o in t.ds_ports)]
+                if not options:
+                    last = "host port already used by a DaemonSet"
+                    continue
+            if template.limits is not None:
+                budget = _sub(_sub(template.limits, template.usage), template.reserved)
+                limited = [t for t in options if _fits_named(t.capacity, budget, template, self.dims)]
+                if not limited:
+                    last = (f"would exceed limits of provisioner {template.provisioner.name} "
+                            f"({_limits_text(template, self.dims)})")
+                    continue
+                options = limited
+            node = _Node(index=len(self.new_nodes), hostname=f"planned-node-{len(self.new_nodes)}",
+                         reqs=template.reqs, taints=template.taints, requested=self.zero, ports=[], pods=[],
+                         template=template)
+            self._set_options(node, options)
+
+            def possible(key: str, opts: list[_Type] = options, r: Requirements = reqs) -> set[str]:
+                return {v for t in opts for v in _type_domains(t.it, r, key)}
+
+            topo_reason, pins = self.topology(view, cons, node, reqs, possible)
+            if topo_reason is not None:
+                self._unreserve(node)
+                last = topo_reason
+                continue
+            if pins:
+                reqs = reqs & Requirements(Requirement.of(k, IN, (v,)) for k, v in pins.items())
+                options = [t for t in options if _type_ok(t, reqs)]
+                if not options:
+                    self._unreserve(node)
+                    last = "no instance type offers the topology domain"
+                    continue
+            node.reqs = reqs
+            self._set_options(node, options)
+            self.new_nodes.append(node)
+            self._commit(node, view, view.vec, reqs, options)
+            return None
+        return last
+
+    def _unreserve(self, node: _Node) -> None:
+        template = node.template
+        if template is not None and template.limits is not None and node.reserved:
+            template.reserved = _sub(template.reserved, node.reserved)
+            node.reserved = self.zero
+
+    # ------------------------------------------------------------------ solve
+    def solve(self) -> Plan:
+        views: list[_View] = []
+        for pod in self.input.pods:
+            if pod.node_name or pod.nominated_node_name or pod.phase in ("Succeeded", "Failed"):
+                continue
+            views.append(_View(pod, self.vec(pod.requests), self.shape_of(pod)))
+        views.sort(key=lambda v: (-v.pod.requests.get(CPU), -v.pod.requests.get(MEMORY),
+                                  v.pod.creation_timestamp, v.pod.uid, v.pod.namespace, v.pod.name))
+        queue = deque(views)
+        errors: dict[int, str] = {}
+        stalled = 0
+        while queue and stalled < len(queue):
+            view = queue.popleft()
+            error = self.add(view)
+            if error is None:
+                errors.pop(id(view), None)
+                stalled = 0
+                continue
+            errors[id(view)] = error
+            queue.append(view)
+            stalled = 0 if view.relax() is not None else stalled + 1
+        unschedulable = tuple(PodError(v.pod, errors[id(v)]) for v in queue)
+        return Plan(
+            new_nodes=tuple(self._planned(n) for n in self.new_nodes),
+            existing=tuple(ExistingPlacement(n.hostname if n.existing is None else n.existing.name, tuple(n.pods))
+                           for n in self.nodes if n.pods),
+            unschedulable=unschedulable,
+        )
+
+    def _planned(self, node: _Node) -> PlannedNode:
+        template = node.template
+        assert template is not None
+        priced = []
+        for t in node.options:
+            offering = t.it.cheapest_offering(node.reqs)
+            if offering is not None:
+                priced.append((offering.price, t.it.name, t.it, offering))
+        priced.sort(key=lambda x: (x[0], x[1]))
+        priced = priced[:MAX_INSTANCE_TYPES]
+        options = tuple(p[2] for p in priced)
+        offerings = [o for _, _, it, _ in priced for o in it.available_offerings(node.reqs)]
+        reqs = node.reqs & Requirements((
+            Requirement.of(wk.INSTANCE_TYPE, IN, [it.name for it in options]),
+            Requirement.of(wk.ZONE, IN, sorted({o.zone for o in offerings})),
+            Requirement.of(wk.CAPACITY_TYPE, IN, sorted({o.capacity_type for o in offerings})),
+        ))
+        labels = {**reqs.labels(), **template.labels}
+        labels.pop(wk.HOSTNAME, None)
+        return PlannedNode(
+            provisioner=template.provisioner.name,
+            pods=tuple(node.pods),
+            requirements=reqs,
+            instance_type_options=options,
+            offering=priced[0][3],
+            price=priced[0][0],
+            labels=labels,
+            taints=template.taints,
+        )
+
+
+# =========================================================================== helpers
+def _type_domains(it: InstanceType, reqs: Requirements, key: str) -> set[str]:
+    if key in (wk.ZONE, wk.CAPACITY_TYPE):
+        offerings = it.available_offerings(reqs)
+        return {o.zone if key == wk.ZONE else o.capacity_type for o in offerings}
+    requirement = (reqs & it.requirements).get(key)
+    if requirement is None or requirement.complement:
+        return set()
+    return set(requirement.values)
+
+
+def _type_ok(t: _Type, reqs: Requirements) -> bool:
+    return t.it.requirements.intersects(reqs) is None and bool(t.it.available_offerings(reqs))
+
+
+def _labels_satisfy(labels: Mapping[str, str], reqs: Requirements) -> str | None:
+    """None when a node with ``labels`` meets ``reqs`` (kube's node affinity match)."""
+    for key, requirement in reqs.items():
+        value = labels.get(key)
+        if value is None:
+            if requirement.operator not in (NOT_IN, DOES_NOT_EXIST):
+                return f"label {key} is absent, {requirement} required"
+        elif not requirement.has(value):
+            return f"label {key}={value} does not meet {requirement}"
+    return None
+
+
+def _daemon_matches(ds: Pod, node_reqs: Requirements) -> bool:
+    base = Requirements.from_labels(ds.node_selector)
+    terms = ds.required_node_affinity or (Requirements(),)
+    allow = _LAUNCH_KEYS
+    return any(node_reqs.compatible(base & term, allow) is None for term in terms)
+
+
+def _fits_named(capacity: Vec, budget: Vec, template: _Template, dims: tuple[str, ...]) -> bool:
+    for i, name in enumerate(dims):
+        if name in template.limit_names and capacity[i] > budget[i]:
+            return False
+    return True
+
+
+def _limits_text(template: _Template, dims: tuple[str, ...]) -> str:
+    assert template.limits is not None
+    parts = []
+    for i, name in enumerate(dims):
+        if name in template.limit_names:
+            used = template.usage[i] + template.reserved[i]
+            parts.append(f"{name}: {used} in use or planned of {template.limits[i]}")
+    return ", ".join(parts)
+
+
+def _fmt(resources: Resources) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(resources.items()))
+
+
+def _no_type_reason(template: _Template, reqs: Requirements, accel: bool) -> str:
+    if not template.types:
+        return "no instance type matches the provisioner's requirements"
+    if not accel and all(t.accel for t in template.types):
+        return "only accelerator instance types are allowed and the pod asks for none"
+    if accel and not any(t.accel for t in template.types):
+        return "no accelerator instance type for a pod that asks for one"
+    return f"no instance type meets {reqs}"
+
+
+def _topology_reason(key: str, cons: list[_Constraint], owner: bool) -> str:
+    kinds = sorted({c.kind for c in cons})
+    if owner and not kinds:
+        return f"a running pod's anti-affinity on {key} excludes this pod"
+    names = {_SPREAD: "topology spread", _AFFINITY: "pod affinity", _ANTI: "pod anti-affinity"}
+    return f"would violate {' and '.join(names[k] for k in kinds)} on {key}"
+
+
+def solve(given: SolverInput) -> Plan:
+    """Plan new nodes and placements for ``given.pods`` (see the module docstring).
+
+    Pods bound to a node (``node_name``), being preempted for (``nominated_node_name``) or
+    finished are left out of the plan. Raises ValueError only for an invalid Provisioner (an
+    unknown requirement operator, a malformed limit).
+    """
+    return _Solver(given).solve()
