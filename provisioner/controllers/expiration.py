@@ -1,0 +1,143 @@
+"""Expiration: a node older than ``ttlSecondsUntilExpired`` is replaced, then deleted: the groupless upgrade.
+
+Karpenter v0.6.3 simply deleted an expired Node and let the drain push pods to Pending;
+Karpenter v1 (disruption orchestration) first taints the candidate ``karpenter.sh/disrupted``,
+launches replacements and waits for them to initialize before deleting. This follows v1, in
+three restart-safe steps whose state lives on the Node, not in memory:
+
+1. expired and not yet tainted: add ``karpenter.sh/disrupted:NoSchedule`` (kube-scheduler keeps
+   new pods off the node even when the extender is not consulted); event ``Expired``;
+2. tainted, no replacement recorded: ask the provisioning engine for capacity for the node's
+   pods, excluding this node (nothing is launched if they fit elsewhere); record the launched
+   node names in the annotation ``groupless.dev/replacements``; event ``Replacing``;
+3. every recorded replacement is Ready (and untainted by startup): delete the Node, so the
+   termination finalizer drains it through the Eviction API. With no replacement needed, the
+   Node is deleted at once. A replacement that vanished (failed to become ready) clears the
+   record, so step 2 runs again.
+
+A Provisioner without ``ttlSecondsUntilExpired`` never expires its nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from provisioner.api.labels import DISRUPTED_TAINT_KEY, NOT_READY_TAINT_KEY
+from provisioner.clock import rfc3339
+from provisioner.controllers import objects
+from provisioner.controllers.objects import Context
+from provisioner.controllers.provisioners import get_provisioner, ttl_seconds
+from provisioner.controllers.result import Result
+from provisioner.kube.api import NotFoundError, Object
+
+log = logging.getLogger(__name__)
+
+REPLACEMENTS_ANNOTATION = "groupless.dev/replacements"
+DISRUPTED_TAINT = {"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
+#: How often to look at replacements that are not Ready yet (seconds).
+POLL_INTERVAL = 5.0
+
+
+class Replacer(Protocol):
+    """Launches capacity for ``pods`` anywhere but ``node_name``; returns the new nodes' names.
+
+    An empty list means the pods fit on existing (or in-flight) capacity. The manager adapts
+    :meth:`ProvisioningController.provision` (``exclude_nodes={node_name}``) to this.
+    """
+
+    def __call__(self, pods: Sequence[Object], node_name: str) -> list[str]: ...
+
+
+def replacements(node: Object) -> list[str] | None:
+    """The recorded replacement node names, ``None`` when none are recorded (or unreadable)."""
+    raw = objects.annotations_of(node).get(REPLACEMENTS_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return list(value)
+
+
+class ExpirationController:
+    """``reconcile(node) -> Result``; one write (patch or delete) at most per call."""
+
+    name = "expiration"
+
+    def __init__(self, ctx: Context, replacer: Replacer | None = None) -> None:
+        self.ctx = ctx
+        self.replacer = replacer
+
+    def reconcile(self, node: Object) -> Result:
+        if objects.provisioner_of(node) is None or objects.is_deleting(node):
+            return Result.done()
+        ttl = ttl_seconds(get_provisioner(self.ctx.kube, node), "ttlSecondsUntilExpired")
+        created = objects.created_at(node)
+        if ttl is None or created is None:
+            return Result.done()
+        now = self.ctx.clock.now()
+        expires = created + ttl
+        if now < expires:
+            return Result.after(expires - now)
+        name = objects.name(node)
+        if not objects.has_taint(node, DISRUPTED_TAINT_KEY):
+            log.info("Triggering termination for expired node %s after %ds (created %s)", name, ttl, rfc3339(created))
+            self.ctx.events.normal(node, "Expired", f"Node expired after ttlSecondsUntilExpired={ttl}s; replacing")
+            patch: dict[str, Any] = {"spec": {"taints": [*objects.taints(node), DISRUPTED_TAINT]}}
+            rv = objects.meta(node).get("resourceVersion")
+            if rv:
+                patch["metadata"] = {"resourceVersion": rv}
+            self.ctx.kube.patch("Node", name, patch)
+            return Result.now()
+        recorded = replacements(node)
+        if recorded is None:
+            return self._replace(node)
+        waiting = []
+        for replacement in recorded:
+            try:
+                other = self.ctx.kube.get("Node", replacement)
+            except NotFoundError:
+                log.info("Replacement node %s of expired node %s is gone; replacing again", replacement, name)
+                self._record(name, None)
+                return Result.now()
+            if objects.is_deleting(other):
+                self._record(name, None)
+                return Result.now()
+            if not objects.is_ready(other) or objects.has_taint(other, NOT_READY_TAINT_KEY):
+                waiting.append(replacement)
+        if waiting:
+            return Result.after(POLL_INTERVAL)
+        return self._delete(node, f"replacement(s) {', '.join(recorded)} Ready")
+
+    def _replace(self, node: Object) -> Result:
+        name = objects.name(node)
+        pods = objects.reschedulable(self.ctx.pods(name))
+        launched: list[str] = []
+        if pods and self.replacer is not None:
+            launched = self.replacer(pods, name)
+        if not launched:
+            return self._delete(node, f"its {len(pods)} pod(s) fit on existing capacity")
+        message = f"Launched replacement node(s) {', '.join(launched)} for {len(pods)} pod(s)"
+        self.ctx.events.normal(node, "Replacing", message)
+        log.info("Replacing expired node %s: %s", name, message)
+        self._record(name, json.dumps(sorted(launched)))
+        return Result.after(POLL_INTERVAL)
+
+    def _record(self, name: str, value: str | None) -> None:
+        self.ctx.kube.patch("Node", name, {"metadata": {"annotations": {REPLACEMENTS_ANNOTATION: value}}})
+
+    def _delete(self, node: Object, why: str) -> Result:
+        name = objects.name(node)
+        log.info("Deleting expired node %s: %s", name, why)
+        self.ctx.events.normal(node, "Replacing", f"Deleting expired node: {why}")
+        try:
+            self.ctx.kube.delete("Node", name)
+        except NotFoundError:
+            pass
+        return Result.done()

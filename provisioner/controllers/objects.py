@@ -1,0 +1,230 @@
+"""Reading Nodes and Pods in wire form, and what every lifecycle controller is given.
+
+The lifecycle controllers work on the API server's dicts (not the solver's frozen types): they
+patch what they read. These helpers never raise on odd objects: a missing field reads as
+"absent", a malformed timestamp as unknown, so a controller skips rather than crashes.
+
+Sources for the pod classes: Karpenter v0.6.3 ``pkg/utils/pod`` (``IsOwnedByDaemonSet``,
+``IsOwnedByNode``, ``IsTerminal``, ``IsTerminating``, ``ToleratesUnschedulableTaint``) and
+the kubelet's mirror-pod annotation ``kubernetes.io/config.mirror``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from provisioner.api.labels import DO_NOT_EVICT_ANNOTATION, PROVISIONER_NAME
+from provisioner.clock import Clock, parse_rfc3339
+from provisioner.cloudprovider.types import CloudProvider
+from provisioner.kube.api import KubeAPI, Object
+
+log = logging.getLogger(__name__)
+
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
+
+
+class EventSink(Protocol):
+    """What the controllers need of :class:`provisioner.kube.events.EventRecorder`."""
+
+    def normal(self, obj: Object, reason: str, message: str) -> None: ...
+
+    def warning(self, obj: Object, reason: str, message: str) -> None: ...
+
+
+class LogEvents:
+    """An :class:`EventSink` that only logs (when no recorder is wired)."""
+
+    def normal(self, obj: Object, reason: str, message: str) -> None:
+        log.info("%s %s: %s", reason, ref(obj), message)
+
+    def warning(self, obj: Object, reason: str, message: str) -> None:
+        log.warning("%s %s: %s", reason, ref(obj), message)
+
+
+PodLister = Callable[[str], list[Object]]
+
+
+@dataclass
+class Context:
+    """The injected dependencies of every lifecycle controller.
+
+    ``pods_on_node(name)`` lists the pods bound to a node; by default it lists every pod through
+    ``kube`` (the protocol has no field selector), the manager plugs in the cluster-state cache.
+    """
+
+    kube: KubeAPI
+    cloud: CloudProvider
+    clock: Clock
+    events: EventSink = field(default_factory=LogEvents)
+    pods_on_node: PodLister | None = None
+
+    def pods(self, node_name: str) -> list[Object]:
+        if self.pods_on_node is not None:
+            return self.pods_on_node(node_name)
+        items, _ = self.kube.list("Pod")
+        return [p for p in items if (p.get("spec") or {}).get("nodeName") == node_name]
+
+
+# ---- metadata ---------------------------------------------------------------------------------
+
+def meta(obj: Object) -> dict[str, Any]:
+    value = obj.get("metadata")
+    return value if isinstance(value, dict) else {}
+
+
+def name(obj: Object) -> str:
+    return str(meta(obj).get("name") or "")
+
+
+def namespace(obj: Object) -> str:
+    return str(meta(obj).get("namespace") or "")
+
+
+def ref(obj: Object) -> str:
+    """``ns/name`` for namespaced objects, ``name`` otherwise."""
+    ns = namespace(obj)
+    return f"{ns}/{name(obj)}" if ns else name(obj)
+
+
+def labels(obj: Object) -> dict[str, str]:
+    value = meta(obj).get("labels")
+    return value if isinstance(value, dict) else {}
+
+
+def annotations_of(obj: Object) -> dict[str, str]:
+    value = meta(obj).get("annotations")
+    return value if isinstance(value, dict) else {}
+
+
+def timestamp(value: Any) -> float | None:
+    """Epoch seconds of an RFC3339 string; ``None`` when absent or malformed."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except ValueError:
+        return None
+
+
+def created_at(obj: Object) -> float | None:
+    return timestamp(meta(obj).get("creationTimestamp"))
+
+
+def is_deleting(obj: Object) -> bool:
+    return bool(meta(obj).get("deletionTimestamp"))
+
+
+def owner_kinds(obj: Object) -> set[str]:
+    owners = meta(obj).get("ownerReferences")
+    if not isinstance(owners, list):
+        return set()
+    return {str(o.get("kind")) for o in owners if isinstance(o, dict)}
+
+
+# ---- nodes ------------------------------------------------------------------------------------
+
+def provisioner_of(node: Object) -> str | None:
+    """The ``karpenter.sh/provisioner-name`` label: set on every node Groupless launched."""
+    value = labels(node).get(PROVISIONER_NAME)
+    return value or None
+
+
+def provider_id(node: Object) -> str:
+    return str((node.get("spec") or {}).get("providerID") or "")
+
+
+def taints(node: Object) -> list[dict[str, Any]]:
+    value = (node.get("spec") or {}).get("taints")
+    return [t for t in value if isinstance(t, dict)] if isinstance(value, list) else []
+
+
+def has_taint(node: Object, key: str) -> bool:
+    return any(t.get("key") == key for t in taints(node))
+
+
+def ready_condition(node: Object) -> dict[str, Any] | None:
+    conditions = (node.get("status") or {}).get("conditions")
+    if not isinstance(conditions, list):
+        return None
+    for condition in conditions:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            return condition
+    return None
+
+
+def is_ready(node: Object) -> bool:
+    """The kubelet reports condition Ready=True."""
+    condition = ready_condition(node)
+    return condition is not None and condition.get("status") == "True"
+
+
+def ready_since(node: Object) -> float | None:
+    """When Ready last turned True (``lastTransitionTime``), ``None`` if not Ready or unknown."""
+    condition = ready_condition(node)
+    if condition is None or condition.get("status") != "True":
+        return None
+    return timestamp(condition.get("lastTransitionTime"))
+
+
+# ---- pods -------------------------------------------------------------------------------------
+
+def is_daemonset_pod(pod: Object) -> bool:
+    return "DaemonSet" in owner_kinds(pod)
+
+
+def is_static_pod(pod: Object) -> bool:
+    """A static/mirror pod: owned by its Node, or carrying the kubelet's mirror annotation."""
+    return "Node" in owner_kinds(pod) or MIRROR_POD_ANNOTATION in annotations_of(pod)
+
+
+def is_terminal(pod: Object) -> bool:
+    """Phase Succeeded or Failed: the pod holds nothing any more."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def is_terminating(pod: Object) -> bool:
+    return is_deleting(pod)
+
+
+def tolerates_unschedulable(pod: Object) -> bool:
+    """Tolerates ``node.kubernetes.io/unschedulable:NoSchedule`` (DaemonSet pods do; so does ``Exists``)."""
+    tolerations = (pod.get("spec") or {}).get("tolerations")
+    if not isinstance(tolerations, list):
+        return False
+    for toleration in tolerations:
+        if not isinstance(toleration, dict):
+            continue
+        key = toleration.get("key") or ""
+        effect = toleration.get("effect") or ""
+        operator = toleration.get("operator") or "Equal"
+        if key not in ("", UNSCHEDULABLE_TAINT_KEY) or effect not in ("", "NoSchedule"):
+            continue
+        if operator == "Exists" or (key == UNSCHEDULABLE_TAINT_KEY and not toleration.get("value")):
+            return True
+    return False
+
+
+def is_critical(pod: Object) -> bool:
+    return (pod.get("spec") or {}).get("priorityClassName") in CRITICAL_PRIORITY_CLASSES
+
+
+def do_not_evict(pod: Object) -> bool:
+    return annotations_of(pod).get(DO_NOT_EVICT_ANNOTATION) == "true"
+
+
+def is_occupant(pod: Object) -> bool:
+    """A pod that keeps a node from being empty: not DaemonSet-owned, not static, not finished.
+
+    Terminating pods still count (Karpenter v0.6.3 emptiness rule).
+    """
+    return not (is_daemonset_pod(pod) or is_static_pod(pod) or is_terminal(pod))
+
+
+def reschedulable(pods: Iterable[Object]) -> list[Object]:
+    """Pods that must run elsewhere if their node goes: occupants not already terminating."""
+    return [p for p in pods if is_occupant(p) and not is_terminating(p)]

@@ -1,0 +1,70 @@
+"""Provisioner deletion: the nodes a Provisioner launched go with it, through the termination path.
+
+Karpenter v0.6.3 left such nodes behind; since v0.12 each Node carries an ownerReference to its
+Provisioner, and Kubernetes' garbage collector deletes them. Groupless does both: this controller
+adds the ownerReference to any node of ours that lacks it (nodes created before, or by hand),
+and deletes itself any node whose Provisioner no longer exists, because the garbage collector
+runs in kube-controller-manager, which a cluster may not run (the local control plane), and
+because a Provisioner may be recreated under the same name with a new UID. Either way the Node's
+termination finalizer cordons, drains and terminates it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from provisioner.api.labels import API_VERSION, KIND
+from provisioner.controllers import objects
+from provisioner.controllers.objects import Context
+from provisioner.controllers.provisioners import get_provisioner
+from provisioner.controllers.result import Result
+from provisioner.kube.api import NotFoundError, Object
+
+log = logging.getLogger(__name__)
+
+
+def owner_reference(provisioner: Object) -> dict[str, Any]:
+    """The ownerReference of a node launched by ``provisioner`` (no ``blockOwnerDeletion``)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": objects.name(provisioner),
+        "uid": objects.meta(provisioner).get("uid"),
+    }
+
+
+class OwnershipController:
+    """``reconcile(node) -> Result``: one patch or delete at most per call."""
+
+    name = "ownership"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def reconcile(self, node: Object) -> Result:
+        owner_name = objects.provisioner_of(node)
+        if owner_name is None or objects.is_deleting(node):
+            return Result.done()
+        provisioner = get_provisioner(self.ctx.kube, node)
+        name = objects.name(node)
+        refs = objects.meta(node).get("ownerReferences")
+        refs = [r for r in refs if isinstance(r, dict)] if isinstance(refs, list) else []
+        uid = objects.meta(provisioner).get("uid") if provisioner is not None else None
+        stale = any(r.get("kind") == KIND and r.get("name") == owner_name and uid and r.get("uid") != uid for r in refs)
+        if provisioner is None or objects.is_deleting(provisioner) or stale:
+            why = "was deleted" if provisioner is None or stale else "is being deleted"
+            log.info("Deleting node %s: its Provisioner %s %s", name, owner_name, why)
+            self.ctx.events.normal(node, "ProvisionerDeleted", f"Provisioner {owner_name} {why}; deleting node")
+            try:
+                self.ctx.kube.delete("Node", name)
+            except NotFoundError:
+                pass
+            return Result.done()
+        if not any(r.get("kind") == KIND and r.get("uid") == uid for r in refs):
+            patch: dict[str, Any] = {"metadata": {"ownerReferences": [*refs, owner_reference(provisioner)]}}
+            rv = objects.meta(node).get("resourceVersion")
+            if rv:
+                patch["metadata"]["resourceVersion"] = rv
+            self.ctx.kube.patch("Node", name, patch)
+        return Result.done()

@@ -1,0 +1,183 @@
+"""Termination: a Node being deleted is cordoned, drained through the Eviction API, then its instance terminated.
+
+Every node Groupless launches carries the finalizer ``karpenter.sh/termination``, so deleting
+the Node object (by a user, expiration, emptiness, garbage collection or Provisioner deletion)
+only sets its ``deletionTimestamp``; this controller then (Karpenter v0.6.3, "Termination
+controller"):
+
+1. cordons it (``spec.unschedulable: true``);
+2. drains it: evicts, through the policy/v1 Eviction API, every pod except DaemonSet pods,
+   static/mirror pods, finished pods and pods already terminating; non-critical pods first,
+   ``system-cluster-critical``/``system-node-critical`` pods only once no other pod remains.
+   A 429 (PodDisruptionBudget) is retried with per-pod backoff (:mod:`.eviction`). A pod
+   annotated ``karpenter.sh/do-not-evict: "true"`` blocks the whole drain (Warning event
+   ``DrainBlocked``) until it leaves;
+3. terminates the instance (already gone is fine) and removes the finalizer ("Deleted node").
+
+Pods whose ``deletionTimestamp`` has passed (stuck terminating: their kubelet is gone) no
+longer hold the drain. It also adds the finalizer to any of our nodes that lacks it (nodes
+that registered themselves), as v0.6.3's "Finalizer" sub-reconciler does.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from provisioner import metrics
+from provisioner.api.labels import (
+    DISRUPTED_TAINT_KEY,
+    EMPTINESS_TIMESTAMP_ANNOTATION,
+    TERMINATION_FINALIZER,
+)
+from provisioner.cloudprovider.types import CloudProviderError
+from provisioner.cloudprovider.types import NotFoundError as CloudNotFound
+from provisioner.controllers import objects
+from provisioner.controllers.eviction import Evictor
+from provisioner.controllers.objects import Context
+from provisioner.controllers.result import Result
+from provisioner.kube.api import NotFoundError, Object
+
+log = logging.getLogger(__name__)
+
+#: How often a drain waiting on terminating pods or a do-not-evict pod looks again (seconds).
+POLL_INTERVAL = 1.0
+BLOCKED_INTERVAL = 10.0
+
+
+def finalizers(obj: Object) -> list[str]:
+    value = objects.meta(obj).get("finalizers")
+    return [str(f) for f in value] if isinstance(value, list) else []
+
+
+def drain_set(pods: list[Object], now: float) -> list[Object]:
+    """The pods that must leave before the node is drained.
+
+    Excluded: DaemonSet pods (and any pod tolerating ``node.kubernetes.io/unschedulable``, as
+    the DaemonSet controller's pods do), static/mirror pods, finished pods, and pods whose
+    deletionTimestamp has passed (stuck terminating). Terminating pods still in their grace
+    period stay in the set (they have not left yet) but are never evicted again.
+    """
+    result = []
+    for pod in pods:
+        if objects.is_daemonset_pod(pod) or objects.tolerates_unschedulable(pod):
+            continue
+        if objects.is_static_pod(pod) or objects.is_terminal(pod):
+            continue
+        deleting = objects.timestamp(objects.meta(pod).get("deletionTimestamp"))
+        if deleting is not None and deleting <= now:
+            continue
+        result.append(pod)
+    return result
+
+
+def eviction_order(pods: list[Object]) -> list[Object]:
+    """Which pods to evict now: the non-critical ones; the critical ones once none of those remain.
+
+    ``pods`` is a :func:`drain_set`; terminating pods are never evicted but a terminating
+    non-critical pod still holds back the critical ones.
+    """
+    non_critical = [p for p in pods if not objects.is_critical(p)]
+    wave = non_critical if non_critical else pods
+    return [p for p in wave if not objects.is_terminating(p)]
+
+
+def termination_reason(node: Object) -> str:
+    """Why a node went, as read from the marks the deciding controller left on it (a metric label)."""
+    if objects.has_taint(node, DISRUPTED_TAINT_KEY):
+        return "expiration"
+    if EMPTINESS_TIMESTAMP_ANNOTATION in objects.annotations_of(node):
+        return "emptiness"
+    return "deleted"
+
+
+class TerminationController:
+    """``reconcile(node) -> Result`` for nodes being deleted; one patch at most per call."""
+
+    name = "termination"
+
+    def __init__(self, ctx: Context, *, backoff_base: float = 0.1, backoff_max: float = 10.0) -> None:
+        self.ctx = ctx
+        self.evictor = Evictor(ctx.kube, ctx.clock, ctx.events, base=backoff_base, maximum=backoff_max)
+        self._blocked_reported: set[tuple[str, str]] = set()
+
+    def reconcile(self, node: Object) -> Result:
+        if objects.provisioner_of(node) is None and TERMINATION_FINALIZER not in finalizers(node):
+            return Result.done()
+        if not objects.is_deleting(node):
+            return self._ensure_finalizer(node)
+        if TERMINATION_FINALIZER not in finalizers(node):
+            return Result.done()
+        name = objects.name(node)
+        if not (node.get("spec") or {}).get("unschedulable"):
+            self.ctx.kube.patch("Node", name, {"spec": {"unschedulable": True}})
+            log.info("Cordoned node %s", name)
+            return Result.now()
+        now = self.ctx.clock.now()
+        remaining = drain_set(self.ctx.pods(name), now)
+        if remaining:
+            return self._drain(node, remaining)
+        return self._terminate(node)
+
+    def _ensure_finalizer(self, node: Object) -> Result:
+        current = finalizers(node)
+        if TERMINATION_FINALIZER in current:
+            return Result.done()
+        patch: dict[str, Any] = {"metadata": {"finalizers": [*current, TERMINATION_FINALIZER]}}
+        rv = objects.meta(node).get("resourceVersion")
+        if rv:
+            patch["metadata"]["resourceVersion"] = rv
+        self.ctx.kube.patch("Node", objects.name(node), patch)
+        return Result.done()
+
+    def _drain(self, node: Object, remaining: list[Object]) -> Result:
+        name = objects.name(node)
+        blocking = [p for p in remaining if objects.do_not_evict(p) and not objects.is_terminating(p)]
+        if blocking:
+            for pod in blocking:
+                key = (name, Evictor.key(pod))
+                if key in self._blocked_reported:
+                    continue
+                self._blocked_reported.add(key)
+                message = (f"Drain of node {name} blocked by pod {objects.ref(pod)}: "
+                           f"annotation karpenter.sh/do-not-evict=true (do-not-evict)")
+                log.info("Unable to drain node %s, pod %s has do-not-evict annotation", name, objects.ref(pod))
+                self.ctx.events.warning(node, "DrainBlocked", message)
+                self.ctx.events.warning(pod, "DrainBlocked", message)
+            return Result.after(BLOCKED_INTERVAL)
+        now = self.ctx.clock.now()
+        for pod in eviction_order(remaining):
+            self.evictor.evict(pod, node)
+        left = drain_set(self.ctx.pods(name), self.ctx.clock.now())
+        if not left:
+            return Result.now()
+        retry = self.evictor.next_retry(eviction_order(left))
+        if retry is None:
+            return Result.after(POLL_INTERVAL)
+        return Result.after(min(POLL_INTERVAL, max(0.0, retry - now)))
+
+    def _terminate(self, node: Object) -> Result:
+        name = objects.name(node)
+        provider_id = objects.provider_id(node)
+        if provider_id:
+            try:
+                self.ctx.cloud.delete(provider_id)
+            except CloudNotFound:
+                pass
+            except CloudProviderError as error:
+                log.error("Failed to terminate instance %s of node %s: %s", provider_id, name, error)
+                return Result.after(POLL_INTERVAL)
+        self.ctx.events.normal(node, "Terminated", f"Terminated instance {provider_id or '(none)'}; deleting node")
+        remaining = [f for f in finalizers(node) if f != TERMINATION_FINALIZER]
+        patch: dict[str, Any] = {"metadata": {"finalizers": remaining or None}}
+        rv = objects.meta(node).get("resourceVersion")
+        if rv:
+            patch["metadata"]["resourceVersion"] = rv
+        try:
+            self.ctx.kube.patch("Node", name, patch)
+        except NotFoundError:
+            pass
+        self._blocked_reported = {k for k in self._blocked_reported if k[0] != name}
+        metrics.NODES_TERMINATED.labels(provisioner=objects.provisioner_of(node) or "", reason=termination_reason(node)).inc()
+        log.info("Deleted node %s", name)
+        return Result.done()

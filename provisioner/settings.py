@@ -1,0 +1,223 @@
+"""Settings of ``groupless controller``: every one a flag and a ``GROUPLESS_*`` environment variable.
+
+A Deployment sets environment variables, a developer types flags; both work, the flag wins, and
+``--help`` shows the default (or the value the environment supplies). The fields mirror
+Karpenter v0.6.3's flags (``CLUSTER_NAME``, ``CLUSTER_ENDPOINT``, ``AWS_ENI_LIMITED_POD_DENSITY``,
+``AWS_DEFAULT_INSTANCE_PROFILE``) plus the lifecycle timings this project makes settable.
+Durations are seconds (floats); bad values fail at start-up with a message naming the flag and
+the environment variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+ENV_PREFIX = "GROUPLESS_"
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    """Everything the controller process needs; defaults are the documented ones."""
+
+    kubeconfig: str | None = None
+    cluster_name: str = ""
+    cluster_endpoint: str = ""
+    cluster_ca_bundle: str = ""
+    cloud_provider: str = "aws"
+    aws_region: str | None = None
+    aws_endpoint_url: str | None = None
+    default_instance_profile: str | None = None
+    eni_limited_pod_density: bool = True
+    batch_idle_duration: float = 1.0
+    batch_max_duration: float = 10.0
+    registration_timeout: float = 900.0
+    nomination_ttl: float = 60.0
+    gc_grace: float = 300.0
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_annotations: Mapping[str, str] = field(default_factory=dict)
+    log_level: str = "info"
+    log_format: str = "text"
+    leader_elect: bool = True
+    lease_name: str = "groupless-controller"
+    lease_namespace: str = "kube-system"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    listen_address: str = "0.0.0.0:8080"
+    resync_period: float = 60.0
+    extender: bool = False
+    extender_address: str = "0.0.0.0:8888"
+
+
+class SettingsError(ValueError):
+    """A setting has a value it cannot take; the message names the flag and the variable."""
+
+
+def _parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _parse_duration(text: str) -> float:
+    """Seconds: ``90``, ``1.5``, or with a unit ``500ms``, ``30s``, ``15m``, ``1h``."""
+    value = text.strip()
+    for unit, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if value.endswith(unit) and value[: -len(unit)].replace(".", "", 1).isdigit():
+            return float(value[: -len(unit)]) * factor
+    seconds = float(value)
+    if seconds < 0 or seconds != seconds:
+        raise ValueError(f"expected a non-negative duration, got {text!r}")
+    return seconds
+
+
+def _parse_map(text: str) -> dict[str, str]:
+    """``a=1,b=2`` -> ``{"a": "1", "b": "2"}``; empty string -> ``{}``."""
+    result: dict[str, str] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected key=value, got {item!r}")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise ValueError(f"expected one of {', '.join(allowed)}, got {text!r}")
+        return text
+
+    return parse
+
+
+def _optional(text: str) -> str | None:
+    return text or None
+
+
+@dataclass(frozen=True, slots=True)
+class _Option:
+    name: str
+    parse: Callable[[str], Any]
+    help: str
+
+
+_OPTIONS: tuple[_Option, ...] = (
+    _Option("kubeconfig", _optional, "kubeconfig file; unset: $KUBECONFIG, then in-cluster config"),
+    _Option("cluster_name", str, "cluster name: instance tags kubernetes.io/cluster/<name> and user data"),
+    _Option("cluster_endpoint", str, "API server URL written into node user data"),
+    _Option("cluster_ca_bundle", str, "base64 CA bundle of the API server, for node user data"),
+    _Option("cloud_provider", _choice("aws", "fake"), "cloud provider: aws (boto3) or fake (in memory, tests)"),
+    _Option("aws_region", _optional, "AWS region (unset: the SDK's default chain)"),
+    _Option("aws_endpoint_url", _optional, "EC2/SSM endpoint URL override (e.g. a moto server)"),
+    _Option("default_instance_profile", _optional, "instance profile when a Provisioner names none"),
+    _Option("eni_limited_pod_density", _parse_bool, "max pods from ENI limits (false: 110)"),
+    _Option("batch_idle_duration", _parse_duration, "seconds without a new pending pod that close a batch"),
+    _Option("batch_max_duration", _parse_duration, "longest a batch stays open, seconds"),
+    _Option("registration_timeout", _parse_duration,
+            "a node not Ready this many seconds after creation is terminated"),
+    _Option("nomination_ttl", _parse_duration, "a Ready node's nominations expire this many seconds later"),
+    _Option("gc_grace", _parse_duration, "an instance with no Node for this many seconds is terminated"),
+    _Option("node_labels", _parse_map, "extra labels for every launched node, k=v,k=v"),
+    _Option("node_annotations", _parse_map, "extra annotations for every launched node, k=v,k=v"),
+    _Option("log_level", _choice("debug", "info", "warning", "error"), "log level"),
+    _Option("log_format", _choice("text", "json"), "log format"),
+    _Option("leader_elect", _parse_bool, "elect a leader with a coordination.k8s.io/v1 Lease"),
+    _Option("lease_name", str, "name of the leader-election Lease"),
+    _Option("lease_namespace", str, "namespace of the leader-election Lease"),
+    _Option("lease_duration", _parse_duration, "seconds a Lease holds without renewal"),
+    _Option("renew_deadline", _parse_duration, "seconds the leader keeps trying to renew before it stops"),
+    _Option("retry_period", _parse_duration, "seconds between acquire/renew attempts"),
+    _Option("listen_address", str, "host:port serving /healthz, /readyz and /metrics"),
+    _Option("resync_period", _parse_duration, "seconds between full re-reconciles of every object"),
+    _Option("extender", _parse_bool, "also serve the scheduler extender in this process"),
+    _Option("extender_address", str, "host:port of the in-process extender"),
+)
+
+
+def env_name(option: str) -> str:
+    """``cluster_name`` -> ``GROUPLESS_CLUSTER_NAME``."""
+    return ENV_PREFIX + option.upper()
+
+
+def flag_name(option: str) -> str:
+    """``cluster_name`` -> ``--cluster-name``."""
+    return "--" + option.replace("_", "-")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None or value == "":
+        return "unset"
+    return str(value)
+
+
+def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] | None = None) -> None:
+    """Add one flag per setting to ``parser``; defaults (from ``environ`` when set) appear in ``--help``.
+
+    Flags are parsed as raw strings and converted in :func:`from_args`, so a bad environment
+    variable is reported there with its name rather than as an argparse usage error.
+    """
+    env = os.environ if environ is None else environ
+    defaults = ControllerSettings()
+    for option in _OPTIONS:
+        current = env.get(env_name(option.name))
+        shown = current if current is not None else _show(getattr(defaults, option.name))
+        parser.add_argument(
+            flag_name(option.name),
+            dest=option.name,
+            default=None,
+            metavar="VALUE",
+            help=f"{option.help} (env {env_name(option.name)}; default: {shown})",
+        )
+
+
+def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ControllerSettings:
+    """Settings from parsed flags, then ``GROUPLESS_*`` variables, then defaults.
+
+    Raises SettingsError naming the flag, the variable and the bad value.
+    """
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for option in _OPTIONS:
+        raw = getattr(args, option.name, None)
+        source = flag_name(option.name)
+        if raw is None:
+            raw = env.get(env_name(option.name))
+            source = env_name(option.name)
+        if raw is None:
+            continue
+        try:
+            values[option.name] = option.parse(raw)
+        except ValueError as error:
+            raise SettingsError(f"{source} ({flag_name(option.name)} / {env_name(option.name)}): {error}") from error
+    if values.get("kubeconfig") is None and env.get("KUBECONFIG"):
+        values["kubeconfig"] = env["KUBECONFIG"]
+    return ControllerSettings(**values)
+
+
+def from_mapping(values: Mapping[str, str], environ: Mapping[str, str] | None = None) -> ControllerSettings:
+    """Settings from ``{"cluster_name": "x", ...}`` raw strings (tests and embedding)."""
+    names = {f.name for f in fields(ControllerSettings)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise SettingsError(f"unknown setting(s): {', '.join(unknown)}")
+    namespace = argparse.Namespace(**{option.name: values.get(option.name) for option in _OPTIONS})
+    return from_args(namespace, {} if environ is None else environ)
+
+
+def option_names() -> Sequence[str]:
+    """Every setting's field name, in ``--help`` order."""
+    return [option.name for option in _OPTIONS]
