@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import re
+
+import pytest
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+
+from provisioner import metrics
+
+
+def sample(name: str, **labels: str) -> float | None:
+    return REGISTRY.get_sample_value(name, labels)
+
+
+def test_every_metric_is_named_under_groupless_with_bounded_labels() -> None:
+    names = metrics.metric_names()
+    assert len(names) == len(set(names)) == len(metrics.ALL_METRICS)
+    for name in names:
+        assert re.fullmatch(r"groupless_[a-z_]+", name), name
+    forbidden = {"pod", "pod_name", "namespace", "uid", "message", "error"}
+    for metric in metrics.ALL_METRICS:
+        assert not forbidden & set(metric._labelnames), metric._name
+        assert metric._documentation
+
+
+def test_time_call_records_success_and_error_outcomes() -> None:
+    before_ok = sample("groupless_cloudprovider_duration_seconds_count", method="create", outcome="success") or 0.0
+    with metrics.time_call(metrics.CLOUDPROVIDER_DURATION, method="create"):
+        pass
+
+    class InsufficientCapacityError(Exception):
+        pass
+
+    before_err = sample("groupless_cloudprovider_duration_seconds_count", method="create",
+                        outcome="insufficient_capacity") or 0.0
+    with pytest.raises(InsufficientCapacityError), metrics.time_call(metrics.CLOUDPROVIDER_DURATION, method="create"):
+        raise InsufficientCapacityError("no r6gd.xlarge in ap-south-1a")
+    assert sample("groupless_cloudprovider_duration_seconds_count", method="create", outcome="success") == before_ok + 1
+    assert sample("groupless_cloudprovider_duration_seconds_count", method="create",
+                  outcome="insufficient_capacity") == before_err + 1
+
+
+def test_time_call_labels_set_inside_the_body_and_unlabelled_histograms() -> None:
+    before = sample("groupless_extender_request_duration_seconds_count", verb="filter", code="400") or 0.0
+    with metrics.time_call(metrics.EXTENDER_DURATION, verb="filter") as extra:
+        extra["code"] = "400"
+    assert sample("groupless_extender_request_duration_seconds_count", verb="filter", code="400") == before + 1
+    solves = sample("groupless_provisioner_solve_duration_seconds_count") or 0.0
+    with metrics.time_call(metrics.SOLVE_DURATION):
+        pass
+    assert sample("groupless_provisioner_solve_duration_seconds_count") == solves + 1
+    # a fast body lands in the smallest bucket (1 ms)
+    assert (sample("groupless_provisioner_solve_duration_seconds_bucket", le="0.001") or 0) >= 1
+
+
+def test_outcome_of_snake_cases_error_classes() -> None:
+    class NotFoundError(Exception):
+        pass
+
+    class EC2APIThrottled(Exception):
+        pass
+
+    assert metrics.outcome_of(None) == "success"
+    assert metrics.outcome_of(NotFoundError()) == "not_found"
+    assert metrics.outcome_of(EC2APIThrottled()) == "ec2_apithrottled"
+    assert metrics.outcome_of(ValueError()) == "value"
+
+
+def test_resource_gauges_convert_to_base_units_and_remove_node() -> None:
+    metrics.set_resource_gauges(metrics.NODE_ALLOCATABLE, {"cpu": 3920, "memory": 29 * 2**30, "pods": 58},
+                                node="ip-10-0-1-5", provisioner="default")
+    assert sample("groupless_node_allocatable", node="ip-10-0-1-5", provisioner="default", resource="cpu") == 3.92
+    assert sample("groupless_node_allocatable", node="ip-10-0-1-5", provisioner="default",
+                  resource="memory") == float(29 * 2**30)
+    assert sample("groupless_node_allocatable", node="ip-10-0-1-5", provisioner="default", resource="pods") == 58.0
+    metrics.remove_node("ip-10-0-1-5", "default")
+    assert sample("groupless_node_allocatable", node="ip-10-0-1-5", provisioner="default", resource="cpu") is None
+    metrics.remove_node("ip-never-existed", "default")  # no error for unknown nodes
+
+
+def test_buckets_span_one_millisecond_to_a_minute() -> None:
+    assert metrics.DURATION_BUCKETS[0] == 0.001 and metrics.DURATION_BUCKETS[-1] == 60.0
+    assert list(metrics.DURATION_BUCKETS) == sorted(metrics.DURATION_BUCKETS)
+    assert metrics.BATCH_SIZE_BUCKETS[-1] == 2000
+
+
+def test_exposition_lists_every_metric_family_after_use() -> None:
+    metrics.BATCH_SIZE.observe(3)
+    metrics.BATCH_DURATION.observe(1.05)
+    metrics.NODES_LAUNCHED.labels(provisioner="default", capacity_type="on-demand", zone="ap-south-1a").inc()
+    metrics.EVICTIONS.labels(outcome="pdb_blocked").inc()
+    body, content_type = metrics.exposition()
+    assert content_type.startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+    for metric in metrics.ALL_METRICS:
+        assert metric._name in families, metric._name
+    launched = [s for s in families["groupless_nodes_launched"].samples if s.name.endswith("_total")]
+    assert any(s.labels == {"provisioner": "default", "capacity_type": "on-demand", "zone": "ap-south-1a"}
+               and s.value >= 1 for s in launched)
+
+
+def test_metric_names_include_counter_total_suffix() -> None:
+    names = metrics.metric_names()
+    assert "groupless_evictions_total" in names
+    assert "groupless_provisioner_batch_duration_seconds" in names
+    assert set(metrics.EVICTION_OUTCOMES) == {"evicted", "pdb_blocked", "not_found", "error"}
