@@ -50,12 +50,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default (printf "%s-cert" (include "groupless.fullname" .)) .Values.certSecretName -}}
 {{- end -}}
 
-{{/* Names of the two webhook configurations (cluster-scoped, so prefixed with the namespace-free fullname). */}}
+{{/* Names of the two webhook configurations: fixed, the names certs/bootstrap.py patches caBundle into. */}}
 {{- define "groupless.mutatingWebhookName" -}}
-{{- printf "defaulting.webhook.provisioners.karpenter.sh" -}}
+{{- printf "defaulting.webhook.provisioners.groupless.dev" -}}
 {{- end -}}
 {{- define "groupless.validatingWebhookName" -}}
-{{- printf "validation.webhook.provisioners.karpenter.sh" -}}
+{{- printf "validation.webhook.provisioners.groupless.dev" -}}
 {{- end -}}
 
 {{- define "groupless.extenderURL" -}}
