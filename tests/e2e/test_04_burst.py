@@ -1,0 +1,68 @@
+"""A 200-pod burst of mixed sizes ends fully Running, with one launch per node (no duplicates)."""
+
+from __future__ import annotations
+
+import copy
+import sys
+import time
+
+from localcluster.cluster import LocalCluster
+from localcluster.walkthrough import Observer, instance_id, load_manifest, matching
+
+SIZES = {  # name: (cpu, memory, replicas) -- 200 pods, 92.5 vCPU in all
+    "burst-small": ("100m", "128Mi", 50),
+    "burst-medium": ("250m", "512Mi", 50),
+    "burst-large": ("500m", "1Gi", 50),
+    "burst-xlarge": ("1", "2Gi", 50),
+}
+
+
+def _deployment(name: str, cpu: str, memory: str, replicas: int) -> dict[str, object]:
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name, "burst": "true"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "c", "image": "pause",
+                                    "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+                },
+            },
+        },
+    }
+
+
+def test_200_pod_burst_runs_without_duplicate_launches(cluster: LocalCluster) -> None:
+    watch = Observer(cluster)
+    provisioner = copy.deepcopy(load_manifest("01-provisioner.yaml"))
+    provisioner["metadata"]["name"] = "burst"
+    watch.apply(provisioner)
+    before = set(watch.instances())
+    watch.controller_log.skip()
+    started = time.monotonic()
+    try:
+        for name, (cpu, memory, replicas) in SIZES.items():
+            watch.apply(_deployment(name, cpu, memory, replicas))
+        watch.wait_for(lambda: len(watch.running(watch.pods("burst=true"))) == 200, 300,
+                       "200 burst pods Running", interval=2)
+        elapsed = time.monotonic() - started
+        nodes = watch.nodes("burst")
+        print(f"\n[e2e] 200-pod burst fully Running in {elapsed:.1f}s on {len(nodes)} node(s)", file=sys.stderr)
+        print(watch.node_table(), file=sys.stderr)
+
+        launched = {i: v for i, v in watch.instances().items() if i not in before}
+        node_instances = {instance_id(n["spec"]["providerID"]) for n in nodes}
+        assert set(launched) == node_instances, (sorted(launched), sorted(node_instances))
+        used = {p["spec"]["nodeName"] for p in watch.pods("burst=true")}
+        assert used == {n["metadata"]["name"] for n in nodes}, "a launched node hosts no burst pod"
+        launches = matching(watch.controller_log.read(), "launch")
+        assert len(launches) == len(launched), launches
+    finally:
+        for name in SIZES:
+            cluster.kubectl("delete", "deployment", name, "--wait=false", check=False)
+        watch.wait_for(lambda: not watch.pods("burst=true"), 120, "burst pods to be deleted", interval=2)
+        cluster.kubectl("delete", "provisioners.karpenter.sh", "burst", check=False)
+        watch.wait_for(lambda: not watch.nodes("burst"), 180, "the burst nodes to be deleted", interval=2)
