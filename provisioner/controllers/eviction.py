@@ -56,7 +56,7 @@ class Evictor:
 
     def due(self, pod: Object) -> bool:
         entry = self._backoff.get(self.key(pod))
-        return entry is None or entry.next_at <= self.clock.now()
+        return entry is None or entry.next_at <= self.clock.now() + 1e-3  # float slack at epoch magnitudes
 
     def next_retry(self, pods: list[Object]) -> float | None:
         times = [self._backoff[k].next_at for k in map(self.key, pods) if k in self._backoff]

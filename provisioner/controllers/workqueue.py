@@ -75,7 +75,7 @@ class WorkQueue:
             if self._due.get(key) != at:
                 heapq.heappop(self._heap)  # superseded entry
                 continue
-            if at > now:
+            if at > now + 1e-3:  # float slack at epoch magnitudes
                 return None
             heapq.heappop(self._heap)
             del self._due[key]
