@@ -61,8 +61,12 @@ def _log(message: str) -> None:
     print(f"[build] {message}", file=sys.stderr, flush=True)
 
 
+#: Where the official Go tarball installs, used when ``go`` is not on PATH.
+FALLBACK_GO = Path("/usr/local/go/bin/go")
+
+
 def _go() -> str:
-    go = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None)
+    go = shutil.which("go") or (str(FALLBACK_GO) if FALLBACK_GO.exists() else None)
     if go is None:
         raise BuildError(
             "the Go toolchain (go 1.26 or later) is needed to build kube-apiserver, etcd and kwok; "

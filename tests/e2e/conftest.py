@@ -17,16 +17,6 @@ import pytest
 from localcluster.build import BuildError
 from localcluster.cluster import ClusterError, LocalCluster, Settings
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def walkthrough_dir() -> Path:
-    """``<repo>/../shared/walkthrough`` (CI layout), else ``/work/shared/walkthrough``."""
-    for candidate in (REPO.parent / "shared" / "walkthrough", Path("/work/shared/walkthrough")):
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("the walkthrough manifests (../shared/walkthrough) are missing beside the repository")
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
@@ -46,6 +36,7 @@ def cluster() -> Iterator[LocalCluster]:
         pytest.fail(_failure, pytrace=False)
     name = os.environ.get("GROUPLESS_E2E_CLUSTER", "e2e")
     local = LocalCluster(name, Settings())
+    local.down(quiet=True)  # leftovers of an interrupted run
     started = time.monotonic()
     try:
         local.up(progress=lambda m: print(f"[e2e cluster {time.monotonic() - started:5.1f}s] {m}",

@@ -146,3 +146,13 @@ def test_stop_process_group_leaves_an_unrelated_process_alone() -> None:
     finally:
         other.kill()
         other.wait()
+
+
+def test_missing_go_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localcluster import build
+
+    monkeypatch.setenv("GROUPLESS_CACHE_DIR", str(tmp_path))  # no binaries there: a build is needed
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(build, "FALLBACK_GO", tmp_path / "no-go")
+    with pytest.raises(build.BuildError, match=r"Go toolchain \(go 1.26 or later\).*install it"):
+        build.build()
