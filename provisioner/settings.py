@@ -49,8 +49,6 @@ class ControllerSettings:
     retry_period: float = 2.0
     listen_address: str = "0.0.0.0:8080"
     resync_period: float = 60.0
-    extender: bool = False
-    extender_address: str = "0.0.0.0:8888"
 
 
 class SettingsError(ValueError):
@@ -67,7 +65,7 @@ def _parse_bool(text: str) -> bool:
 
 
 def _parse_duration(text: str) -> float:
-    """Seconds: ``90``, ``1.5``, or with a unit ``500ms``, ``30s``, ``15m``, ``1h``."""
+    """Seconds: ``90``, ``1.5``, or with a unit ``500ms``, ``30s``, ``15m``, ``1h``; ValueError otherwise."""
     value = text.strip()
     for unit, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
         if value.endswith(unit) and value[: -len(unit)].replace(".", "", 1).isdigit():
@@ -139,8 +137,6 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("retry_period", _parse_duration, "seconds between acquire/renew attempts"),
     _Option("listen_address", str, "host:port serving /healthz, /readyz and /metrics"),
     _Option("resync_period", _parse_duration, "seconds between full re-reconciles of every object"),
-    _Option("extender", _parse_bool, "also serve the scheduler extender in this process"),
-    _Option("extender_address", str, "host:port of the in-process extender"),
 )
 
 
@@ -164,6 +160,16 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def _metavar(option: _Option) -> str:
+    if option.parse is _parse_duration:
+        return "DURATION"
+    if option.parse is _parse_bool:
+        return "BOOL"
+    if option.parse is _parse_map:
+        return "K=V,..."
+    return option.name.upper()
+
+
 def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] | None = None) -> None:
     """Add one flag per setting to ``parser``; defaults (from ``environ`` when set) appear in ``--help``.
 
@@ -179,7 +185,7 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] | 
             flag_name(option.name),
             dest=option.name,
             default=None,
-            metavar="VALUE",
+            metavar=_metavar(option),
             help=f"{option.help} (env {env_name(option.name)}; default: {shown})",
         )
 
@@ -205,7 +211,29 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
             raise SettingsError(f"{source} ({flag_name(option.name)} / {env_name(option.name)}): {error}") from error
     if values.get("kubeconfig") is None and env.get("KUBECONFIG"):
         values["kubeconfig"] = env["KUBECONFIG"]
-    return ControllerSettings(**values)
+    settings = ControllerSettings(**values)
+    validate(settings)
+    return settings
+
+
+def validate(settings: ControllerSettings) -> None:
+    """Cross-field rules; SettingsError naming the flags.
+
+    client-go's leader election needs lease-duration > renew-deadline > retry-period > 0; a
+    batch's idle window cannot exceed its maximum.
+    """
+    if settings.leader_elect and not (
+        settings.lease_duration > settings.renew_deadline > settings.retry_period > 0
+    ):
+        raise SettingsError(
+            f"--lease-duration ({settings.lease_duration}) > --renew-deadline ({settings.renew_deadline}) > "
+            f"--retry-period ({settings.retry_period}) > 0 is required for leader election"
+        )
+    if settings.batch_idle_duration > settings.batch_max_duration:
+        raise SettingsError(
+            f"--batch-idle-duration ({settings.batch_idle_duration}) must not exceed "
+            f"--batch-max-duration ({settings.batch_max_duration})"
+        )
 
 
 def from_mapping(values: Mapping[str, str], environ: Mapping[str, str] | None = None) -> ControllerSettings:

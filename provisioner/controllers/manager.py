@@ -11,14 +11,15 @@ so a lost event only delays, never loses, a decision.
 
 Tests subscribe :meth:`Manager.on_change` to a ``FakeKubeAPI`` and call
 :meth:`Manager.run_until_idle` between steps of a :class:`~provisioner.clock.FakeClock`; the
-process feeds it from :class:`Informer` threads and runs :meth:`Manager.run_workers`.
+process subscribes it to the :class:`~provisioner.state.cluster.ClusterState` informers and runs
+:meth:`Manager.run_workers`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from provisioner.api.labels import PROVISIONER_NAME
@@ -36,8 +37,6 @@ from provisioner.controllers.workqueue import Key, WorkQueue
 from provisioner.kube.api import (
     ApiError,
     ConflictError,
-    GoneError,
-    KubeAPI,
     NotFoundError,
     Object,
     WatchEvent,
@@ -199,7 +198,11 @@ class Manager:
 
 
 class PodsByNode:
-    """Pods bound to each node, fed by a Pod informer (the manager's ``pods_on_node``)."""
+    """Pods bound to each node (terminal ones included), fed by the cluster state's Pod events.
+
+    The manager's ``pods_on_node``: an index kept current by subscription, so a reconcile reads
+    one node's pods without copying a whole cluster snapshot.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -234,77 +237,6 @@ class PodsByNode:
                 self._node_of[key] = node_name
 
 
-class Informer:
-    """List then watch one kind forever (relist on 410 Gone or errors), calling ``handlers`` per event.
-
-    A relist announces every object as ADDED (handlers are idempotent); ``on_list`` gets the full
-    list first (to rebuild a cache).
-    """
-
-    def __init__(self, kube: KubeAPI, kind: str, handlers: Sequence[Callable[[str, WatchEvent], None]], *,
-                 on_list: Callable[[list[Object]], None] | None = None, retry: float = 1.0) -> None:
-        self.kube = kube
-        self.kind = kind
-        self.handlers = handlers
-        self.on_list = on_list
-        self.retry = retry
-        self.synced = threading.Event()
-
-    def _dispatch(self, event: WatchEvent) -> None:
-        for handler in self.handlers:
-            try:
-                handler(self.kind, event)
-            except Exception:  # noqa: BLE001 - a handler bug must not kill the informer
-                log.exception("Handler failed on %s %s", self.kind, event.type)
-
-    def run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            try:
-                items, version = self.kube.list(self.kind)
-                if self.on_list is not None:
-                    self.on_list(items)
-                for item in items:
-                    self._dispatch(WatchEvent("ADDED", item))
-                self.synced.set()
-                while not stop.is_set():
-                    for event in self.kube.watch(self.kind, version, timeout_seconds=60):
-                        if stop.is_set():
-                            return
-                        rv = objects.meta(event.object).get("resourceVersion")
-                        if rv:
-                            version = str(rv)
-                        if event.type != "BOOKMARK":
-                            self._dispatch(event)
-            except GoneError:
-                log.info("Watch of %s expired; relisting", self.kind)
-            except Exception as error:  # noqa: BLE001 - keep watching through API hiccups
-                log.warning("Watch of %s failed (%s); relisting in %.0fs", self.kind, error, self.retry)
-                stop.wait(self.retry)
-
-    def start(self, stop: threading.Event) -> threading.Thread:
-        thread = threading.Thread(target=self.run, args=(stop,), name=f"informer-{self.kind}", daemon=True)
-        thread.start()
-        return thread
-
-
-def start_informers(manager: Manager, kube: KubeAPI, stop: threading.Event, pods: PodsByNode | None = None,
-                    ) -> list[Informer]:
-    """Informers for Node, Pod and Provisioner feeding ``manager`` (and ``pods``, when given)."""
-    pod_handlers: list[Callable[[str, WatchEvent], None]] = [manager.on_change]
-    on_list: Callable[[list[Object]], None] | None = None
-    if pods is not None:
-        pod_handlers.insert(0, pods.on_change)
-        on_list = pods.replace
-    informers = [
-        Informer(kube, "Node", [manager.on_change]),
-        Informer(kube, "Pod", pod_handlers, on_list=on_list),
-        Informer(kube, "Provisioner", [manager.on_change]),
-    ]
-    for informer in informers:
-        informer.start(stop)
-    return informers
-
-
 def resync_loop(manager: Manager, stop: threading.Event, period: float) -> None:
     """Call :meth:`Manager.resync` every ``period`` seconds until ``stop``."""
     while not stop.is_set():
@@ -315,4 +247,4 @@ def resync_loop(manager: Manager, stop: threading.Event, period: float) -> None:
         stop.wait(period)
 
 
-__all__ = ["Informer", "Manager", "PodsByNode", "resync_loop", "start_informers"]
+__all__ = ["Manager", "PodsByNode", "resync_loop"]
