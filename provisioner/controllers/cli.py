@@ -79,6 +79,9 @@ def build_provisioning(ctx: Context, state: Any, settings: ControllerSettings) -
     except ImportError as error:
         log.warning("Provisioning controller unavailable (%s): only lifecycle controllers run", error)
         return None
+    if getattr(module, "ProvisioningController", None) is None:
+        log.warning("Provisioning controller unavailable in this build: only lifecycle controllers run")
+        return None
     settings_cls = getattr(module, "ProvisioningSettings", None)
     kwargs: dict[str, Any] = {}
     if settings_cls is not None:
@@ -146,6 +149,7 @@ class ControllerProcess:
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.leading = threading.Event()
         self.threads: list[threading.Thread] = []
+        self.health_server: Any = None
 
     def healthy(self) -> tuple[bool, str]:
         if self.lost_lease:
@@ -189,7 +193,7 @@ class ControllerProcess:
 
     def run(self) -> int:
         """Block until stopped; 0 on a clean stop, 1 when the lease was lost."""
-        serve_health(self.settings.listen_address, self.healthy, self.ready)
+        self.health_server, _ = serve_health(self.settings.listen_address, self.healthy, self.ready)
         log.info("Serving /healthz, /readyz and /metrics on %s", self.settings.listen_address)
         if self.settings.leader_elect:
             elector = LeaderElector(
@@ -204,6 +208,8 @@ class ControllerProcess:
             self.start_leading()
             self.stop.wait()
             self.state.stop()
+        self.health_server.shutdown()
+        self.health_server.server_close()
         return 1 if self.lost_lease else 0
 
 

@@ -1,0 +1,68 @@
+"""``groupless controller`` wiring end to end in one process: real threads, fake API and cloud."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+
+from provisioner.api.labels import PROVISIONER_NAME, TERMINATION_FINALIZER
+from provisioner.cloudprovider.fake import FakeCloudProvider
+from provisioner.cloudprovider.types import Machine
+from provisioner.controllers.cli import ControllerProcess
+from provisioner.controllers.leaderelection import lease_holder
+from provisioner.kube.api import NotFoundError
+from provisioner.kube.fake import FakeKubeAPI
+from provisioner.settings import from_mapping
+
+
+def wait_for(condition, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_controller_process_leads_serves_probes_and_terminates_nodes() -> None:
+    kube = FakeKubeAPI()
+    cloud = FakeCloudProvider()
+    kube.create("Provisioner", {"metadata": {"name": "default"}, "spec": {}})
+    cloud.add_machine(Machine(provider_id="aws:///z/i-1", instance_id="i-1", name="n1", instance_type="m5.large",
+                              zone="z", capacity_type="on-demand"))
+    kube.create("Node", {"metadata": {"name": "n1", "labels": {PROVISIONER_NAME: "default"},
+                                      "finalizers": [TERMINATION_FINALIZER]},
+                         "spec": {"providerID": "aws:///z/i-1"}, "status": {"capacity": {"cpu": "2"}}})
+    settings = from_mapping({"cloud_provider": "fake", "listen_address": "127.0.0.1:0", "lease_namespace": "default",
+                             "lease_duration": "3", "renew_deadline": "2", "retry_period": "0.2",
+                             "resync_period": "1"})
+    process = ControllerProcess(settings, kube, cloud, identity="replica-1")
+    result: list[int] = []
+    runner = threading.Thread(target=lambda: result.append(process.run()), daemon=True)
+    runner.start()
+    try:
+        assert wait_for(lambda: process.state.synced() and process.health_server is not None)
+        port = process.health_server.server_address[1]
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz").read() == b"ok\n"
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").status == 200
+        assert b"groupless_evictions_total" in urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read()
+        assert lease_holder(kube.get("Lease", "groupless-controller", "default")) == "replica-1"
+        assert wait_for(lambda: kube.get("Provisioner", "default").get("status", {}).get("resources") == {"cpu": "2"})
+        kube.delete("Node", "n1")
+
+        def gone() -> bool:
+            try:
+                kube.get("Node", "n1")
+            except NotFoundError:
+                return True
+            return False
+
+        assert wait_for(gone)
+        assert cloud.delete_calls == ["aws:///z/i-1"]
+    finally:
+        process.stop.set()
+        kube.close()
+        runner.join(10)
+    assert result == [0]
+    assert lease_holder(kube.get("Lease", "groupless-controller", "default")) == ""
