@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import add, le, sub
 from typing import Any
 
 from provisioner.api import labels as wk
@@ -69,6 +70,7 @@ MAX_INSTANCE_TYPES = 60
 #: Provisioner does not mention them.
 _LAUNCH_KEYS = frozenset({wk.ZONE, wk.INSTANCE_TYPE, wk.ARCH, wk.OS, wk.CAPACITY_TYPE})
 _SPREAD, _AFFINITY, _ANTI = "spread", "affinity", "anti"
+_PLACED, _NEVER, _NOT_NOW = 0, 1, 2
 
 
 # =========================================================================== public values
@@ -149,26 +151,31 @@ Vec = tuple[int, ...]
 
 
 def _fits(need: Vec, have: Vec) -> bool:
-    for a, b in zip(need, have, strict=True):
-        if a > b:
-            return False
-    return True
+    return all(map(le, need, have))
 
 
 def _add(a: Vec, b: Vec) -> Vec:
-    return tuple(x + y for x, y in zip(a, b, strict=True))
+    return tuple(map(add, a, b))
 
 
 def _sub(a: Vec, b: Vec) -> Vec:
-    return tuple(x - y for x, y in zip(a, b, strict=True))
+    return tuple(map(sub, a, b))
 
 
 def _vmax(a: Vec, b: Vec) -> Vec:
-    return tuple(x if x > y else y for x, y in zip(a, b, strict=True))
+    return tuple(map(max, a, b))
 
 
-def _vmin(a: Vec, b: Vec) -> Vec:
-    return tuple(x if x < y else y for x, y in zip(a, b, strict=True))
+def _any_fit(options: list[_Type], total: Vec) -> bool:
+    """True when some option holds ``total`` (options are sorted largest first, so this is quick)."""
+    for t in options:
+        if all(map(le, total, t.alloc)):
+            return True
+    return False
+
+
+def _fitting(options: list[_Type], total: Vec) -> list[_Type]:
+    return [t for t in options if all(map(le, total, t.alloc))]
 
 
 # =========================================================================== topology groups
@@ -215,6 +222,22 @@ class _Type:
     capacity: Vec
     accel: bool
     ds_ports: tuple[HostPort, ...]
+    offer_cache: dict[tuple[Any, Any], tuple[Offering, ...]] = field(default_factory=dict)
+
+    def offerings(self, reqs: Requirements) -> tuple[Offering, ...]:
+        """Available offerings whose zone and capacity type ``reqs`` allow (cached per pair)."""
+        key = (reqs.get(wk.ZONE), reqs.get(wk.CAPACITY_TYPE))
+        found = self.offer_cache.get(key)
+        if found is None:
+            found = self.it.available_offerings(reqs)
+            self.offer_cache[key] = found
+        return found
+
+    def cheapest(self, reqs: Requirements) -> Offering | None:
+        offerings = self.offerings(reqs)
+        if not offerings:
+            return None
+        return min(offerings, key=lambda o: (o.price, o.capacity_type, o.zone))
 
 
 @dataclass(eq=False)
@@ -232,6 +255,7 @@ class _Template:
     limit_names: tuple[str, ...]
     compat_cache: dict[Requirements, str | None] = field(default_factory=dict)
     types_cache: dict[tuple[Requirements, bool], list[_Type]] = field(default_factory=dict)
+    fit_cache: dict[tuple[Requirements, bool, Vec], list[_Type]] = field(default_factory=dict)
 
 
 # =========================================================================== nodes being planned
@@ -249,7 +273,6 @@ class _Node:
     labels: Mapping[str, str] = field(default_factory=dict)
     allocatable: Vec = ()
     options: list[_Type] = field(default_factory=list)
-    min_alloc: Vec = ()
     max_alloc: Vec = ()
     reserved: Vec = ()
     accel: bool | None = None
@@ -334,6 +357,9 @@ class _Solver:
         self.new_nodes: list[_Node] = []
         self.shapes: dict[tuple[Any, ...], _Shape] = {}
         self.domain_cache: dict[tuple[Requirements, str], frozenset[str]] = {}
+        self.envelope_cache: dict[int, tuple[list[_Type], Vec]] = {}
+        self.skip: dict[tuple[Any, ...], int] = {}
+        self.price_cache: dict[tuple[int, Any, Any], tuple[list[_Type], list[tuple[float, str, _Type, Offering]]]] = {}
         self.templates = self._templates()
         self._existing_nodes()
 
@@ -368,6 +394,7 @@ class _Solver:
                 types.append(_Type(it, self.vec(it.allocatable - overhead), self.vec(it.capacity),
                                    it.has_accelerator, tuple(ports)))
                 type_keys.update(k for k, _ in it.labels)
+            types.sort(key=lambda t: (tuple(-x for x in t.alloc), t.it.name))
             limits = provisioner_limits(p)
             limit_names = tuple(sorted(limits)) if limits else ()
             usage = self.vec(given.provisioner_usage.get(p.name, Resources()))
@@ -495,7 +522,7 @@ class _Solver:
                 continue
             node_reqs = t.reqs & reqs
             for typ in t.types:
-                values.update(_type_domains(typ.it, node_reqs, key))
+                values.update(_type_domains(typ, node_reqs, key))
         for node in self.nodes:
             if node.existing is not None:
                 value = node.labels.get(key)
@@ -506,7 +533,7 @@ class _Solver:
         return result
 
     def topology(self, view: _View, cons: list[_Constraint], node: _Node, reqs: Requirements,
-                 possible: Any) -> tuple[str | None, dict[str, str]]:
+                 possible: Any) -> tuple[str | None, dict[str, str], bool]:
         """Check ``cons`` for the pod on ``node``; returns (reason, keys to pin to a value).
 
         ``possible(key)`` gives the values an undecided key of the node could still take.
@@ -533,7 +560,7 @@ class _Solver:
                 candidates = sorted(possible(key))
                 if not candidates:
                     if key_cons or key in forbidden_owner:
-                        return f"no node can carry topology key {key}", {}
+                        return f"no node can carry topology key {key}", {}, True
                     continue
             allowed = []
             for value in candidates:
@@ -542,11 +569,15 @@ class _Solver:
                 if all(self._allows(view, reqs, c, value) for c in key_cons):
                     allowed.append(value)
             if not allowed:
-                return _topology_reason(key, key_cons, key in forbidden_owner), {}
+                permanent = domain is not None and (
+                    domain in forbidden_owner.get(key, ())
+                    or any((c.kind == _ANTI or (c.kind == _SPREAD and key == wk.HOSTNAME))
+                           and not self._allows(view, reqs, c, domain) for c in key_cons))
+                return _topology_reason(key, key_cons, key in forbidden_owner), {}, permanent
             if domain is None:
                 spreads = [c.group for c in key_cons if c.kind == _SPREAD]
                 pins[key] = min(allowed, key=lambda v: (sum(g.counts.get(v, 0) for g in spreads), v))
-        return None, pins
+        return None, pins, False
 
     def _allows(self, view: _View, reqs: Requirements, c: _Constraint, value: str) -> bool:
         group = c.group
@@ -591,9 +622,25 @@ class _Solver:
         for node in self.nodes:
             if self._try_existing(view, cons, alternatives, node):
                 return None
-        for node in self.new_nodes:
-            if self._try_new(view, cons, alternatives, node):
+        # Nodes that refused this kind of pod for a reason that cannot go away (resources, taints,
+        # requirements, anti-affinity, host ports) are skipped next time: a prefix pointer per
+        # (shape, relaxation state, requests) keeps the scan short on big batches.
+        skip_key = (id(view.shape), view.relaxed_pod_affinity, view.relaxed_pod_anti, view.relaxed_node_affinity,
+                    view.relaxed_spread, view.prefer_no_schedule, view.vec)
+        start = self.skip.get(skip_key, 0)
+        prefix = True
+        new_nodes = self.new_nodes
+        for i in range(start, len(new_nodes)):
+            outcome = self._try_new(view, cons, alternatives, new_nodes[i])
+            if outcome == _PLACED:
+                if prefix:
+                    self.skip[skip_key] = i
                 return None
+            if prefix:
+                if outcome == _NEVER:
+                    self.skip[skip_key] = i + 1
+                else:
+                    prefix = False
         for template in self.templates:
             reason = self._open(view, cons, alternatives, template)
             if reason is None:
@@ -619,7 +666,7 @@ class _Solver:
                 node.compat[alt] = cached
             if cached:
                 continue
-            reason, _ = self.topology(view, cons, node, alt, lambda key: ())
+            reason, _, _ = self.topology(view, cons, node, alt, lambda key: ())
             if reason is None:
                 node.requested = _add(node.requested, view.vec)
                 node.ports.extend(pod.host_ports)
@@ -628,19 +675,20 @@ class _Solver:
                 return True
         return False
 
-    def _try_new(self, view: _View, cons: list[_Constraint], alternatives: list[Requirements], node: _Node) -> bool:
+    def _try_new(self, view: _View, cons: list[_Constraint], alternatives: list[Requirements], node: _Node) -> int:
+        """_PLACED, _NEVER (refused for a reason that only gets worse) or _NOT_NOW."""
         pod = view.pod
-        template = node.template
-        assert template is not None
         if node.accel is not None and node.accel != view.shape.accel:
-            return False
+            return _NEVER
         total = _add(node.requested, view.vec)
         if not _fits(total, node.max_alloc):
-            return False
-        if tolerates_all(pod.tolerations, node.taints, view.prefer_no_schedule) is not None:
-            return False
-        if any(hp.conflicts(other) for hp in pod.host_ports for other in node.ports):
-            return False
+            return _NEVER
+        if pod.tolerations != () or node.taints:
+            if tolerates_all(pod.tolerations, node.taints, view.prefer_no_schedule) is not None:
+                return _NEVER
+        if pod.host_ports and any(hp.conflicts(other) for hp in pod.host_ports for other in node.ports):
+            return _NEVER
+        outcome = _NEVER
         for alt in alternatives:
             cached = node.compat.get(alt)
             if cached is None:
@@ -649,29 +697,30 @@ class _Solver:
             if isinstance(cached, str):
                 continue
             reqs, options = cached
-            if not _fits(total, node.min_alloc):
-                options = [t for t in options if _fits(total, t.alloc)]
-                if not options:
-                    continue
-
-            def possible(key: str, opts: list[_Type] = options, r: Requirements = reqs) -> set[str]:
-                return {v for t in opts for v in _type_domains(t.it, r, key)}
-
-            reason, pins = self.topology(view, cons, node, reqs, possible)
-            if reason is not None:
+            if not _any_fit(options, total):
                 continue
-            if pins:
-                reqs = reqs & Requirements(Requirement.of(k, IN, (v,)) for k, v in pins.items())
-                options = [t for t in options if _type_ok(t, reqs)]
-                if not options:
+
+            def possible(key: str, opts: list[_Type] = options, r: Requirements = reqs, need: Vec = total) -> set[str]:
+                return {v for t in _fitting(opts, need) for v in _type_domains(t, r, key)}
+
+            if cons or view.shape.selected_by or view.shape.anti_owned:
+                reason, pins, permanent = self.topology(view, cons, node, reqs, possible)
+                if reason is not None:
+                    if not permanent:
+                        outcome = _NOT_NOW
                     continue
-            if any(hp.conflicts(other) for hp in pod.host_ports for t in options for other in t.ds_ports):
+                if pins:
+                    reqs = reqs & Requirements(Requirement.of(k, IN, (v,)) for k, v in pins.items())
+                    options = [t for t in options if _type_ok(t, reqs)]
+                    if not _any_fit(options, total):
+                        continue
+            if pod.host_ports:
                 options = [t for t in options if not any(hp.conflicts(o) for hp in pod.host_ports for o in t.ds_ports)]
-                if not options:
+                if not _any_fit(options, total):
                     continue
             self._commit(node, view, total, reqs, options)
-            return True
-        return False
+            return _PLACED
+        return outcome
 
     def _narrow(self, node: _Node, alt: Requirements) -> tuple[Requirements, list[_Type]] | str:
         template = node.template
@@ -697,28 +746,35 @@ class _Solver:
             node.compat = {}
         if options is not node.options:
             self._set_options(node, options)
+        template = node.template
+        if template is not None and template.limits is not None:
+            self._reserve(node, _fitting(node.options, total))
         node.accel = view.shape.accel
         node.ports.extend(pod.host_ports)
         node.pods.append(pod)
         self._record(pod, node, view.shape)
 
     def _set_options(self, node: _Node, options: list[_Type]) -> None:
-        template = node.template
-        assert template is not None
+        """Options are the requirement-compatible types (largest first); fit is checked lazily."""
         node.options = options
         node.compat = {}
-        min_alloc = options[0].alloc
-        max_alloc = options[0].alloc
-        reserved = options[0].capacity
-        for t in options[1:]:
-            min_alloc = _vmin(min_alloc, t.alloc)
-            max_alloc = _vmax(max_alloc, t.alloc)
+        cached = self.envelope_cache.get(id(options))
+        if cached is None or cached[0] is not options:
+            max_alloc = options[0].alloc
+            for t in options[1:]:
+                max_alloc = _vmax(max_alloc, t.alloc)
+            cached = (options, max_alloc)
+            self.envelope_cache[id(options)] = cached
+        node.max_alloc = cached[1]
+
+    def _reserve(self, node: _Node, fitting: list[_Type]) -> None:
+        """Hold the largest fitting option's capacity against the Provisioner's limits."""
+        template = node.template
+        assert template is not None and template.limits is not None
+        reserved = fitting[0].capacity if fitting else self.zero
+        for t in fitting[1:]:
             reserved = _vmax(reserved, t.capacity)
-        node.min_alloc = min_alloc
-        node.max_alloc = max_alloc
-        if template.limits is not None:
-            old = node.reserved or self.zero
-            template.reserved = _add(_sub(template.reserved, old), reserved)
+        template.reserved = _add(_sub(template.reserved, node.reserved or self.zero), reserved)
         node.reserved = reserved
 
     def _open(self, view: _View, cons: list[_Constraint], alternatives: list[Requirements], template: _Template) -> str | None:
@@ -746,7 +802,11 @@ class _Solver:
             if not types:
                 last = _no_type_reason(template, reqs, view.shape.accel)
                 continue
-            options = [t for t in types if _fits(view.vec, t.alloc)]
+            fkey = (reqs, view.shape.accel, view.vec)
+            options = template.fit_cache.get(fkey)
+            if options is None:
+                options = _fitting(types, view.vec)
+                template.fit_cache[fkey] = options
             if not options:
                 last = f"no instance type has room for the pod's requests {_fmt(pod.requests)} plus DaemonSet overhead"
                 continue
@@ -769,9 +829,9 @@ class _Solver:
             self._set_options(node, options)
 
             def possible(key: str, opts: list[_Type] = options, r: Requirements = reqs) -> set[str]:
-                return {v for t in opts for v in _type_domains(t.it, r, key)}
+                return {v for t in opts for v in _type_domains(t, r, key)}
 
-            topo_reason, pins = self.topology(view, cons, node, reqs, possible)
+            topo_reason, pins, _ = self.topology(view, cons, node, reqs, possible)
             if topo_reason is not None:
                 self._unreserve(node)
                 last = topo_reason
@@ -829,15 +889,26 @@ class _Solver:
     def _planned(self, node: _Node) -> PlannedNode:
         template = node.template
         assert template is not None
-        priced = []
-        for t in node.options:
-            offering = t.it.cheapest_offering(node.reqs)
-            if offering is not None:
-                priced.append((offering.price, t.it.name, t.it, offering))
-        priced.sort(key=lambda x: (x[0], x[1]))
-        priced = priced[:MAX_INSTANCE_TYPES]
-        options = tuple(p[2] for p in priced)
-        offerings = [o for _, _, it, _ in priced for o in it.available_offerings(node.reqs)]
+        zone, capacity_type = node.reqs.get(wk.ZONE), node.reqs.get(wk.CAPACITY_TYPE)
+        pkey = (id(node.options), zone, capacity_type)
+        by_price = self.price_cache.get(pkey)
+        if by_price is None:
+            priced = []
+            for t in node.options:
+                offering = t.cheapest(node.reqs)
+                if offering is not None:
+                    priced.append((offering.price, t.it.name, t, offering))
+            priced.sort(key=lambda x: (x[0], x[1]))
+            by_price = (node.options, priced)
+            self.price_cache[pkey] = by_price
+        chosen = []
+        for entry in by_price[1]:
+            if _fits(node.requested, entry[2].alloc):
+                chosen.append(entry)
+                if len(chosen) == MAX_INSTANCE_TYPES:
+                    break
+        options = tuple(e[2].it for e in chosen)
+        offerings = [o for e in chosen for o in e[2].offerings(node.reqs)]
         reqs = node.reqs & Requirements((
             Requirement.of(wk.INSTANCE_TYPE, IN, [it.name for it in options]),
             Requirement.of(wk.ZONE, IN, sorted({o.zone for o in offerings})),
@@ -850,26 +921,26 @@ class _Solver:
             pods=tuple(node.pods),
             requirements=reqs,
             instance_type_options=options,
-            offering=priced[0][3],
-            price=priced[0][0],
+            offering=chosen[0][3],
+            price=chosen[0][0],
             labels=labels,
             taints=template.taints,
         )
 
 
 # =========================================================================== helpers
-def _type_domains(it: InstanceType, reqs: Requirements, key: str) -> set[str]:
+def _type_domains(t: _Type, reqs: Requirements, key: str) -> set[str]:
     if key in (wk.ZONE, wk.CAPACITY_TYPE):
-        offerings = it.available_offerings(reqs)
+        offerings = t.offerings(reqs)
         return {o.zone if key == wk.ZONE else o.capacity_type for o in offerings}
-    requirement = (reqs & it.requirements).get(key)
+    requirement = (reqs & t.it.requirements).get(key)
     if requirement is None or requirement.complement:
         return set()
     return set(requirement.values)
 
 
 def _type_ok(t: _Type, reqs: Requirements) -> bool:
-    return t.it.requirements.intersects(reqs) is None and bool(t.it.available_offerings(reqs))
+    return t.it.requirements.intersects(reqs) is None and bool(t.offerings(reqs))
 
 
 def _labels_satisfy(labels: Mapping[str, str], reqs: Requirements) -> str | None:

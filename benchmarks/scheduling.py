@@ -1,0 +1,146 @@
+"""Karpenter's scheduling benchmark, re-created for Groupless's solver.
+
+    .venv/bin/python -m benchmarks.scheduling [N ...] [--profile]
+
+Fixture (Karpenter ``scheduling_benchmark_test.go``): 400 instance types ``fake-it-i`` with
+(i+1) vCPU, 2(i+1) GiB, 10(i+1) pods, 100m/10Mi kube-reserved, price 0.1/vCPU + 0.1/GB, spot
+offerings in zones 1-2 and on-demand in zones 1-3; one Provisioner without requirements or
+limits; pods in five equal groups (plain; zone spread maxSkew 1; hostname spread maxSkew 1;
+zone self-affinity; hostname anti-affinity) with cpu from {100m, 250m, 500m, 1000m, 1500m}
+and memory from {100, 256, 512, 1024, 2048, 4096} Mi, seed 42. Only ``solve()`` is timed.
+Prints pods/s, nodes, total price, the cost lower bound and the peak memory of the solve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import random
+import sys
+import time
+import tracemalloc
+
+from provisioner.api.types import Provisioner, ProvisionerSpec
+from provisioner.scheduling.instancetypes import InstanceType, Offering
+from provisioner.scheduling.pods import pod_from_manifest
+from provisioner.scheduling.resources import GIB, MIB, Resources
+from provisioner.scheduling.solver import SolverInput, solve
+
+from benchmarks.bounds import ffd_price, lower_bound
+
+LABELS = "abcdefg"
+
+
+def fake_instance_types(count: int = 400) -> list[InstanceType]:
+    types = []
+    for i in range(count):
+        cpu, mem = i + 1, 2 * (i + 1) * GIB
+        price = 0.1 * cpu + 0.1 * mem / 1e9
+        offerings = tuple(
+            [Offering(f"test-zone-{z}", "spot", price) for z in (1, 2)]
+            + [Offering(f"test-zone-{z}", "on-demand", price) for z in (1, 2, 3)]
+        )
+        types.append(InstanceType(
+            name=f"fake-it-{i}", arch="amd64",
+            capacity=Resources({"cpu": cpu * 1000, "memory": mem, "pods": 10 * (i + 1)}),
+            overhead=Resources({"cpu": 100, "memory": 10 * MIB}), offerings=offerings,
+        ))
+    return types
+
+
+def diverse_pods(n: int, rng: random.Random) -> list[dict]:
+    cpus = ["100m", "250m", "500m", "1000m", "1500m"]
+    mems = ["100Mi", "256Mi", "512Mi", "1024Mi", "2048Mi", "4096Mi"]
+    per = n // 5
+    pods: list[dict] = []
+
+    def base(i: int, labels: dict, spec: dict) -> dict:
+        return {
+            "metadata": {"name": f"pod-{i}", "namespace": "default", "uid": f"uid-{i}", "labels": labels},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {
+                "cpu": rng.choice(cpus), "memory": rng.choice(mems)}}}], **spec},
+        }
+
+    def spread(key: str) -> dict:
+        return {"topologySpreadConstraints": [{
+            "maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"my-label": rng.choice(LABELS)}}}]}
+
+    i = 0
+    for _ in range(per):
+        pods.append(base(i, {"my-label": rng.choice(LABELS)}, {}))
+        i += 1
+    for _ in range(per):
+        pods.append(base(i, {"my-label": rng.choice(LABELS)}, spread("topology.kubernetes.io/zone")))
+        i += 1
+    for _ in range(per):
+        pods.append(base(i, {"my-label": rng.choice(LABELS)}, spread("kubernetes.io/hostname")))
+        i += 1
+    for _ in range(per):
+        value = rng.choice(LABELS)
+        pods.append(base(i, {"my-affininity": value}, {"affinity": {"podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"my-affininity": value}},
+                "topologyKey": "topology.kubernetes.io/zone"}]}}}))
+        i += 1
+    for _ in range(per):
+        pods.append(base(i, {"app": "nginx"}, {"affinity": {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"app": "nginx"}},
+                "topologyKey": "kubernetes.io/hostname"}]}}}))
+        i += 1
+    while i < n:
+        pods.append(base(i, {"my-label": rng.choice(LABELS)}, {}))
+        i += 1
+    return pods
+
+
+def run(n: int, profile: bool = False, with_ffd: bool = True) -> dict:
+    rng = random.Random(42)
+    types = fake_instance_types()
+    pods = [pod_from_manifest(m) for m in diverse_pods(n, rng)]
+    provisioner = Provisioner(name="default", spec=ProvisionerSpec())
+    given = SolverInput(pods=pods, provisioners=[provisioner], instance_types={"default": types})
+    tracemalloc.start()
+    profiler = cProfile.Profile() if profile else None
+    start = time.perf_counter()
+    if profiler:
+        profiler.enable()
+    plan = solve(given)
+    if profiler:
+        profiler.disable()
+    elapsed = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    if profiler:
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
+    if plan.unschedulable:
+        print(f"  {len(plan.unschedulable)} pods unschedulable, first: {plan.unschedulable[0].reason}")
+    result = {
+        "pods": n, "seconds": elapsed, "pods_per_s": n / elapsed, "nodes": len(plan.new_nodes),
+        "price": plan.total_price, "bound": lower_bound(pods, types), "peak_mib": peak / MIB,
+    }
+    if with_ffd:
+        result["ffd"] = ffd_price(pods, types)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sizes", nargs="*", type=int, default=[100, 1000, 5000, 20000])
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of each solve to stderr")
+    parser.add_argument("--no-ffd", action="store_true", help="skip the first-fit-decreasing baseline")
+    args = parser.parse_args(argv)
+    print(f"{'pods':>6} {'seconds':>8} {'pods/s':>8} {'nodes':>6} {'$/h':>9} {'bound $/h':>9} "
+          f"{'FFD $/h':>9} {'peak MiB':>8}")
+    for n in args.sizes:
+        r = run(n, args.profile, not args.no_ffd)
+        ffd = f"{r['ffd']:9.2f}" if "ffd" in r else f"{'-':>9}"
+        print(f"{r['pods']:>6} {r['seconds']:8.2f} {r['pods_per_s']:8.0f} {r['nodes']:>6} {r['price']:9.2f} "
+              f"{r['bound']:9.2f} {ffd} {r['peak_mib']:8.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
