@@ -39,6 +39,8 @@ REPLACEMENTS_ANNOTATION = "groupless.dev/replacements"
 DISRUPTED_TAINT = {"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 #: How often to look at replacements that are not Ready yet (seconds).
 POLL_INTERVAL = 5.0
+#: How long to wait before trying again when launching replacements failed (seconds).
+RETRY_INTERVAL = 30.0
 
 
 class Replacer(Protocol):
@@ -120,7 +122,12 @@ class ExpirationController:
         pods = objects.reschedulable(self.ctx.pods(name))
         launched: list[str] = []
         if pods and self.replacer is not None:
-            launched = self.replacer(pods, name)
+            try:
+                launched = self.replacer(pods, name)
+            except Exception as error:  # capacity, limits, API errors: retry, keep the node meanwhile
+                log.error("Failed to launch replacement capacity for expired node %s: %s", name, error)
+                self.ctx.events.warning(node, "ReplacementFailed", f"Could not launch replacement capacity: {error}")
+                return Result.after(RETRY_INTERVAL)
         if not launched:
             return self._delete(node, f"its {len(pods)} pod(s) fit on existing capacity")
         message = f"Launched replacement node(s) {', '.join(launched)} for {len(pods)} pod(s)"

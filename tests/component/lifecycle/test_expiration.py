@@ -141,3 +141,28 @@ def test_vanished_replacement_is_replaced_again(cluster: Cluster) -> None:
     second = json.loads(cluster.kube.get("Node", old)["metadata"]["annotations"][REPLACEMENTS_ANNOTATION])[0]
     assert second != first
     assert cluster.exists("Node", old)
+
+
+def test_failed_replacement_keeps_the_node_and_retries(cluster: Cluster) -> None:
+    from provisioner.cloudprovider.types import InsufficientCapacityError
+
+    cluster.provisioner(ttlSecondsUntilExpired=60)
+    old = cluster.node()["metadata"]["name"]
+    cluster.pod("web", old)
+    calls = []
+
+    def failing(pods, node_name):  # type: ignore[no-untyped-def]
+        calls.append(node_name)
+        if len(calls) == 1:
+            raise InsufficientCapacityError("no capacity for m5.large in us-west-2a")
+        return cluster.replacer(pods, node_name)
+
+    cluster.manager.expiration.replacer = failing
+    cluster.settle()
+    cluster.step(60)
+    assert calls == [old]
+    assert cluster.exists("Node", old) and not cluster.kube.get("Node", old)["metadata"].get("deletionTimestamp")
+    assert "ReplacementFailed" in cluster.reasons(old)
+    cluster.step(30)
+    assert calls == [old, old]
+    assert REPLACEMENTS_ANNOTATION in cluster.kube.get("Node", old)["metadata"]["annotations"]
