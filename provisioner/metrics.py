@@ -281,3 +281,21 @@ def exposition() -> tuple[bytes, str]:
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def markdown_table() -> str:
+    """The metrics list of ``docs/metrics.md``: one row per metric (name, type, labels, help).
+
+    ``python -m provisioner.metrics`` prints it; a test checks the docs hold exactly this table.
+    """
+    kinds = {Counter: "counter", Histogram: "histogram", Gauge: "gauge"}
+    rows = ["| metric | type | labels | description |", "|---|---|---|---|"]
+    for metric, name in zip(ALL_METRICS, metric_names(), strict=True):
+        kind = next(k for cls, k in kinds.items() if isinstance(metric, cls))
+        labels = ", ".join(f"`{label}`" for label in metric._labelnames) or "none"
+        rows.append(f"| `{name}` | {kind} | {labels} | {metric._documentation} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
