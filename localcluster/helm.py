@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from localcluster.build import BuildError, _go, cache_dir
+
 #: helm v3.22.0 requires go 1.26.0 in its go.mod, which the local toolchain satisfies.
 HELM_VERSION = "v3.22.0"
 HELM_PACKAGE = "helm.sh/helm/v3/cmd/helm"
@@ -29,27 +31,13 @@ HELM_PACKAGE = "helm.sh/helm/v3/cmd/helm"
 HELM_K8S_MINOR = "37"
 
 
-class HelmBuildError(RuntimeError):
+class HelmBuildError(BuildError):
     """Go is missing or ``go install`` failed; the message carries go's stderr tail."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("GROUPLESS_CACHE_DIR", Path.home() / ".cache" / "groupless"))
 
 
 def helm_path(version: str = HELM_VERSION) -> Path:
     """Where the helm binary of ``version`` is (or will be) cached."""
     return cache_dir() / "bin" / f"helm-{version}-k8s1.{HELM_K8S_MINOR}" / "helm"
-
-
-def _go() -> str:
-    go = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None)
-    if go is None:
-        raise HelmBuildError(
-            "the Go toolchain (go 1.26 or later) is needed to build helm; "
-            "install it from https://go.dev/dl/ and put `go` on PATH"
-        )
-    return go
 
 
 def build_helm(version: str = HELM_VERSION, force: bool = False) -> Path:
@@ -61,7 +49,7 @@ def build_helm(version: str = HELM_VERSION, force: bool = False) -> Path:
     target = helm_path(version)
     if target.is_file() and not force:
         return target
-    go = _go()
+    go = _go()  # raises BuildError naming the missing toolchain
     staging = target.parent / "partial"
     staging.mkdir(parents=True, exist_ok=True)
     env = {
@@ -97,6 +85,6 @@ def build_helm(version: str = HELM_VERSION, force: bool = False) -> Path:
 if __name__ == "__main__":
     try:
         print(build_helm(force="--force" in sys.argv))
-    except HelmBuildError as error:
+    except BuildError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
