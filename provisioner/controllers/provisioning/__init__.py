@@ -1,0 +1,20 @@
+"""The provisioning controller: just-in-time nodes for pods kube-scheduler cannot place."""
+
+from provisioner.controllers.provisioning.batcher import Batch, Batcher
+from provisioner.controllers.provisioning.controller import (
+    LaunchedNode,
+    ProvisioningController,
+    ProvisioningSettings,
+    ProvisionResult,
+)
+from provisioner.controllers.provisioning.selection import not_provisionable_reason
+
+__all__ = [
+    "Batch",
+    "Batcher",
+    "LaunchedNode",
+    "ProvisionResult",
+    "ProvisioningController",
+    "ProvisioningSettings",
+    "not_provisionable_reason",
+]

@@ -1,0 +1,889 @@
+"""The provisioning controller: pending pods in, right-sized nodes launched and nominated out.
+
+The loop (DESIGN.md "Data flow"): pods that kube-scheduler marked Unschedulable (seen through
+the cluster state cache, or signalled by the extender) open a batching window; when it closes,
+the controller takes a snapshot of the cluster, solves (pure :func:`provisioner.scheduling.solver.solve`
+over pods, Provisioners, instance types, existing and in-flight nodes, DaemonSets), checks
+limits, launches each planned node through the CloudProvider and creates its Node object at
+once, with the ``groupless.dev/nominations`` annotation naming the pods it was launched for.
+
+Decisions and their sources:
+
+* In-flight awareness (Karpenter v0.10+): nodes already launched count as capacity, with what
+  their nominated pods still need set aside, so a second burst that fits launches nothing; a
+  pod placed on an in-flight node is added to its nominations. Pods holding a valid
+  nomination are not provisionable, and the controller remembers what it launched until the
+  cache shows the Node, so nothing is launched twice for one pod. Node requests carry a stable
+  id (Provisioner + pod UIDs) so a retried launch is idempotent at the cloud too.
+* Limits are enforced twice: by the solver while packing, and before each launch against the
+  capacity of the Provisioner's nodes (existing, in flight, launched in this round), dropping
+  instance type options that would overshoot (Karpenter v0.6.3 checked once per packing and
+  could overshoot; we do not).
+* Insufficient capacity (Karpenter's ICE handling): the failed offerings are marked
+  unavailable and the same pods are solved again with the remaining offerings, up to
+  ``ice_retries`` rounds. Other launch errors back off per Provisioner (exponential, capped),
+  visible as Warning events on the Provisioner.
+* A launch whose Node cannot be created is not leaked: the instance is terminated at once
+  (the garbage collector would find it later, but an orphan costs money until then).
+* Events: ``Nominated`` on each pod, ``Launched`` on the Provisioner, ``FailedProvisioning``
+  (Warning) on a pod no Provisioner can serve; log lines as the walkthrough shows them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from provisioner import metrics
+from provisioner.api import labels as wk
+from provisioner.api import nominations as nom
+from provisioner.api.types import Provisioner
+from provisioner.clock import Clock
+from provisioner.cloudprovider.types import (
+    CloudProvider,
+    CloudProviderError,
+    InsufficientCapacityError,
+    Machine,
+    NodeRequest,
+)
+from provisioner.controllers.provisioning.batcher import Batch, Batcher
+from provisioner.controllers.provisioning.nodes import (
+    node_manifest,
+    node_request_id,
+    taint_dicts,
+)
+from provisioner.controllers.provisioning.selection import not_provisionable_reason
+from provisioner.kube.api import AlreadyExistsError, ApiError, KubeAPI, NotFoundError, Object, WatchEvent
+from provisioner.kube.events import EventRecorder
+from provisioner.scheduling.daemonsets import daemonset_pod
+from provisioner.scheduling.instancetypes import InstanceType
+from provisioner.scheduling.nodes import ClusterNode, node_from_manifest
+from provisioner.scheduling.pods import Pod, pod_from_manifest
+from provisioner.scheduling.provisioners import provisioner_limits
+from provisioner.scheduling.resources import Resources
+from provisioner.scheduling.solver import Plan, PlannedNode, SolverInput, solve
+from provisioner.scheduling.volumes import volume_requirements
+from provisioner.state.cluster import ClusterState, Snapshot
+
+log = logging.getLogger(__name__)
+
+_RESOURCE_PARSE_ERRORS = (ValueError, TypeError, KeyError, AttributeError)
+#: Taints that only last until a node is Ready.
+_TRANSIENT_TAINTS = frozenset(
+    {wk.NOT_READY_TAINT_KEY, "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+)
+
+
+@dataclass(frozen=True)
+class ProvisioningSettings:
+    """Settings of the provisioning controller (seconds; counts).
+
+    ``batch_idle_seconds`` / ``batch_max_seconds`` / ``batch_max_pods``: the batching window.
+    ``nomination_ttl_seconds``: how long a nomination holds after the node is Ready;
+    ``registration_timeout_seconds``: how long a launched node may take to become Ready; a new
+    node's nomination deadline is launch + both (the initialization controller moves it once
+    the node is Ready). ``extra_node_labels`` / ``extra_node_annotations`` go on every Node
+    created (the local cluster hands nodes to kwok with one). ``backoff_base_seconds`` /
+    ``backoff_max_seconds``: per-Provisioner backoff after launch errors. ``ice_retries``:
+    rounds of re-solving after insufficient capacity. ``launch_parallelism``: concurrent
+    launches. ``resync_seconds``: how often the loop looks at pending pods without a signal.
+    """
+
+    batch_idle_seconds: float = 1.0
+    batch_max_seconds: float = 10.0
+    batch_max_pods: int = 2000
+    nomination_ttl_seconds: float = 300.0
+    registration_timeout_seconds: float = 900.0
+    extra_node_labels: Mapping[str, str] = field(default_factory=dict)
+    extra_node_annotations: Mapping[str, str] = field(default_factory=dict)
+    backoff_base_seconds: float = 5.0
+    backoff_max_seconds: float = 300.0
+    ice_retries: int = 3
+    launch_parallelism: int = 16
+    resync_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
+class LaunchedNode:
+    """One node launched: its Node name, the machine, the pods nominated to it."""
+
+    name: str
+    provisioner: str
+    machine: Machine
+    pod_uids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ProvisionResult:
+    """What one provisioning round did.
+
+    ``nodes``: names of the Nodes created (launch order). ``nominated_existing``: node name ->
+    pod UIDs added to an in-flight node's nominations. ``placed_existing``: node name -> pod
+    UIDs the solver placed on existing capacity (in flight or Ready). ``unschedulable``: pod
+    key (``ns/name``) -> reason no Provisioner could serve it. ``failed``: pod key -> why its
+    launch failed (limits, back-off, cloud errors). ``pods``: how many pods were considered.
+    """
+
+    nodes: tuple[str, ...] = ()
+    launched: tuple[LaunchedNode, ...] = ()
+    nominated_existing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    placed_existing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    unschedulable: Mapping[str, str] = field(default_factory=dict)
+    failed: Mapping[str, str] = field(default_factory=dict)
+    pods: int = 0
+
+
+@dataclass
+class _Backoff:
+    failures: int = 0
+    until: float = 0.0
+
+
+@dataclass
+class _Round:
+    """Mutable bookkeeping of one provisioning round."""
+
+    snapshot: Snapshot
+    usage: dict[str, Resources]
+    exclude: frozenset[str]
+    pod_objects: dict[str, Object]
+    launched: list[LaunchedNode] = field(default_factory=list)
+    nominated_existing: dict[str, list[str]] = field(default_factory=dict)
+    placed_existing: dict[str, list[str]] = field(default_factory=dict)
+    unschedulable: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    unavailable: set[tuple[str, str, str]] = field(default_factory=set)
+    nominate: bool = True  # False for replacement capacity: the pods are bound elsewhere
+
+
+def _format_duration(seconds: float) -> str:
+    return f"{seconds:.3g}s" if seconds < 10 else f"{seconds:.1f}s"
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+def _capacity(node: Mapping[str, Any]) -> Resources:
+    from provisioner.api.quantity import parse_quantity
+
+    status = node.get("status") or {}
+    raw = status.get("capacity") or status.get("allocatable") or {}
+    values: dict[str, int] = {}
+    if isinstance(raw, Mapping):
+        for name, value in raw.items():
+            try:
+                values[str(name)] = parse_quantity(value, str(name))
+            except Exception:  # a malformed quantity counts as nothing, never a crash
+                continue
+    return Resources(values)
+
+
+class ProvisioningController:
+    """Launches nodes for provisionable pods. See the module docstring.
+
+    ``trigger(uid)`` signals a pending pod (or, with None, "look at every pending pod");
+    ``run(stop)`` is the loop; ``reconcile_once()`` one round now (tests, no batching);
+    ``provision(pods, exclude_nodes=...)`` launches replacement capacity for given pods.
+    """
+
+    def __init__(
+        self,
+        api: KubeAPI,
+        state: ClusterState,
+        cloud: CloudProvider,
+        clock: Clock,
+        recorder: EventRecorder,
+        settings: ProvisioningSettings | None = None,
+        *,
+        solver: Callable[[SolverInput], Plan] = solve,
+    ) -> None:
+        self.api = api
+        self.state = state
+        self.cloud = cloud
+        self.clock = clock
+        self.recorder = recorder
+        self.settings = settings or ProvisioningSettings()
+        self.solver = solver
+        self.batcher = Batcher(
+            clock,
+            self.settings.batch_idle_seconds,
+            self.settings.batch_max_seconds,
+            self.settings.batch_max_pods,
+        )
+        self._round_lock = threading.RLock()  # one provisioning round at a time
+        self._lock = threading.Lock()  # the bookkeeping below, shared with launch threads
+        self._backoff: dict[str, _Backoff] = {}
+        # pod uid -> node name, for launches the cache may not show yet
+        self._launched_for: dict[str, str] = {}
+        # node name -> Node object created but not yet seen in the cache
+        self._created: dict[str, Object] = {}
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, self.settings.launch_parallelism), thread_name_prefix="launch"
+        )
+        self._unsubscribe: Callable[[], None] | None = None
+
+    # ------------------------------------------------------------------ signals
+    def trigger(self, pod_uid: str | None = None) -> None:
+        """Signal a pod that nothing fits (``pod_uid``) or ask for a look at every pending pod (None)."""
+        self.batcher.add(pod_uid)
+
+    def watch_state(self) -> None:
+        """Subscribe to the cluster state cache: provisionable pods open or extend a batch."""
+        if self._unsubscribe is None:
+            self._unsubscribe = self.state.subscribe(self._on_change)
+
+    def _on_change(self, kind: str, event: WatchEvent) -> None:
+        if kind == "Node" and event.type != "DELETED":
+            name = str((event.object.get("metadata") or {}).get("name") or "")
+            with self._lock:
+                self._created.pop(name, None)
+            return
+        if kind != "Pod" or event.type == "DELETED":
+            return
+        if not_provisionable_reason(event.object) is None:
+            uid = _uid(event.object)
+            with self._lock:
+                if uid in self._launched_for:
+                    return
+            self.batcher.add(uid)
+
+    # ------------------------------------------------------------------ loop
+    def run(self, stop: threading.Event) -> None:
+        """Batch and provision until ``stop`` is set. Waits for the state cache to sync first."""
+        self.watch_state()
+        while not stop.is_set() and not self.state.wait_synced(1.0):
+            pass
+        log.info("Waiting for unschedulable pods")
+        self.trigger(None)  # pods pending since before we started
+        while not stop.is_set():
+            batch = self.batcher.wait(stop, timeout=self.settings.resync_seconds)
+            if stop.is_set():
+                break
+            if batch is None:
+                self.trigger(None)  # periodic resync: a missed event only delays
+                continue
+            try:
+                self._process(batch)
+            except Exception:
+                log.exception("Provisioning failed")
+            log.info("Waiting for unschedulable pods")
+        self._pool.shutdown(wait=False)
+
+    def _process(self, batch: Batch) -> ProvisionResult:
+        n = len(batch.uids)
+        metrics.BATCH_SIZE.observe(n)
+        metrics.BATCH_DURATION.observe(batch.duration)
+        log.info("Batched %d pods in %s", n, _format_duration(batch.duration))
+        return self.reconcile_once()
+
+    def step(self) -> ProvisionResult | None:
+        """Process the batching window if it is due (tests drive it with a fake clock); None otherwise."""
+        batch = self.batcher.take()
+        return None if batch is None else self._process(batch)
+
+    def reconcile_once(self) -> ProvisionResult:
+        """One round now: prune ended nominations, then provision every provisionable pod."""
+        if not self.state.synced():
+            log.info("Cluster state is not synced yet; not provisioning")
+            return ProvisionResult()
+        with self._round_lock:
+            snapshot = self.state.snapshot()
+            self._prune_nominations(snapshot)
+            nominated = self._nominated_uids(snapshot)
+            pods = [p for p in snapshot.pending_pods if not_provisionable_reason(p, nominated) is None]
+            if not pods:
+                return ProvisionResult()
+            return self._provision(snapshot, pods, frozenset(), warn_unschedulable=True, nominate=True)
+
+    def provision(self, pods: Sequence[Object], *, exclude_nodes: Collection[str] = ()) -> ProvisionResult:
+        """Launch capacity for ``pods`` (wire-form objects, bound or not) treating ``exclude_nodes`` as unavailable.
+
+        The expiration controller calls this to get replacement capacity before draining a
+        node: the pods are solved as if pending (their ``nodeName`` is ignored); placements on
+        existing capacity other than the excluded nodes launch nothing. Returns the created
+        node names in :attr:`ProvisionResult.nodes`.
+        """
+        with self._round_lock:
+            snapshot = self.state.snapshot()
+            pending = []
+            for obj in pods:
+                copy = dict(obj)
+                spec = dict(copy.get("spec") or {})
+                spec.pop("nodeName", None)
+                copy["spec"] = spec
+                status = dict(copy.get("status") or {})
+                status.pop("nominatedNodeName", None)
+                status["phase"] = "Pending"
+                copy["status"] = status
+                pending.append(copy)
+            return self._provision(
+                snapshot, pending, frozenset(exclude_nodes), warn_unschedulable=False, nominate=False
+            )
+
+    # ------------------------------------------------------------------ nominations
+    def _nominated_uids(self, snapshot: Snapshot) -> set[str]:
+        now = self.clock.now()
+        with self._lock:
+            result = set(self._launched_for)
+            created = list(self._created.values())
+        for node in list(snapshot.nodes.values()) + created:
+            raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
+            if not raw:
+                continue
+            current = nom.active(nom.decode(raw), now, snapshot.bound_pod_uids)
+            result.update(current.pods)
+        return result
+
+    def _prune_nominations(self, snapshot: Snapshot) -> None:
+        """Drop ended reservations (pod bound, deleted, deadline passed) from our nodes' annotations."""
+        now = self.clock.now()
+        present = set(snapshot.pods)
+        for name, node in snapshot.nodes.items():
+            meta = node.get("metadata") or {}
+            raw = (meta.get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
+            if raw is None:
+                continue
+            decoded = nom.decode(raw)
+            ended = {uid for uid in decoded.pods if uid in snapshot.bound_pod_uids or uid not in present}
+            current = nom.active(decoded, now, ended)
+            if current == decoded and not decoded.malformed:
+                continue
+            value = nom.encode(current) if current.pods else None
+            try:
+                self.api.patch(
+                    "Node", name, {"metadata": {"annotations": {wk.NOMINATIONS_ANNOTATION: value}}}
+                )
+            except ApiError as exc:
+                log.warning("Could not prune nominations of node %s: %s", name, exc)
+        # launches the cache now shows (or whose pods are gone) need no memory of ours
+        with self._lock:
+            for uid, node_name in list(self._launched_for.items()):
+                if node_name in snapshot.nodes or uid not in present or uid in snapshot.bound_pod_uids:
+                    del self._launched_for[uid]
+
+    # ------------------------------------------------------------------ the round
+    def _provision(
+        self,
+        snapshot: Snapshot,
+        pod_objects: Sequence[Object],
+        exclude: frozenset[str],
+        *,
+        warn_unschedulable: bool,
+        nominate: bool,
+    ) -> ProvisionResult:
+        round_ = _Round(
+            snapshot=snapshot,
+            usage=self._usage(snapshot),
+            exclude=exclude,
+            pod_objects={_uid(p): p for p in pod_objects},
+            nominate=nominate,
+        )
+        pods = self._pods(snapshot, pod_objects, round_)
+        provisioners = {
+            name: p
+            for name, p in snapshot.provisioners.items()
+            if not (snapshot.provisioner_objects.get(name, {}).get("metadata") or {}).get("deletionTimestamp")
+        }
+        if not pods:
+            return self._result(round_, 0)
+        if not provisioners:
+            for pod in pods:
+                round_.unschedulable[pod.key] = "no Provisioner exists"
+            if warn_unschedulable:
+                self._warn_unschedulable(round_)
+            return self._result(round_, len(pods))
+        instance_types = self._instance_types(provisioners, round_)
+        nodes = self._cluster_nodes(snapshot, exclude)
+        daemonsets = self._daemonsets(snapshot)
+        self._solve_and_launch(pods, provisioners, instance_types, nodes, daemonsets, round_, attempt=0)
+        if warn_unschedulable:
+            self._warn_unschedulable(round_)
+        return self._result(round_, len(pods))
+
+    def _result(self, round_: _Round, n: int) -> ProvisionResult:
+        return ProvisionResult(
+            nodes=tuple(node.name for node in round_.launched),
+            launched=tuple(round_.launched),
+            nominated_existing={k: tuple(v) for k, v in round_.nominated_existing.items()},
+            placed_existing={k: tuple(v) for k, v in round_.placed_existing.items()},
+            unschedulable=dict(round_.unschedulable),
+            failed=dict(round_.failed),
+            pods=n,
+        )
+
+    def _pods(self, snapshot: Snapshot, objects: Sequence[Object], round_: _Round) -> list[Pod]:
+        pods = []
+        for obj in objects:
+            try:
+                volumes = volume_requirements(
+                    obj,
+                    snapshot.persistent_volume_claims,
+                    snapshot.persistent_volumes,
+                    snapshot.storage_classes,
+                )
+                pods.append(pod_from_manifest(obj, volumes))
+            except _RESOURCE_PARSE_ERRORS as exc:
+                round_.unschedulable[_key(obj)] = f"the pod cannot be read: {exc}"
+        return pods
+
+    def _usage(self, snapshot: Snapshot) -> dict[str, Resources]:
+        """Capacity of each Provisioner's nodes (existing and in flight), against its limits."""
+        usage: dict[str, Resources] = {}
+        seen: set[str] = set()
+        with self._lock:
+            created = list(self._created.items())
+        for name, node in list(snapshot.nodes.items()) + created:
+            if name in seen:
+                continue
+            seen.add(name)
+            owner = ((node.get("metadata") or {}).get("labels") or {}).get(wk.PROVISIONER_NAME)
+            if owner:
+                usage[owner] = usage.get(owner, Resources()) + _capacity(node)
+        return usage
+
+    def _instance_types(
+        self, provisioners: Mapping[str, Provisioner], round_: _Round
+    ) -> dict[str, list[InstanceType]]:
+        result: dict[str, list[InstanceType]] = {}
+        for name, p in provisioners.items():
+            try:
+                with metrics.time_call(metrics.CLOUDPROVIDER_DURATION, method="get_instance_types"):
+                    types = list(self.cloud.get_instance_types(p))
+            except CloudProviderError as exc:
+                log.warning("Could not get instance types for Provisioner %s: %s", name, exc)
+                self._provisioner_event(
+                    name, round_.snapshot, "Warning", "InstanceTypesUnavailable", str(exc)
+                )
+                continue
+            result[name] = [self._without_unavailable(t, round_.unavailable) for t in types]
+        return result
+
+    @staticmethod
+    def _without_unavailable(it: InstanceType, unavailable: set[tuple[str, str, str]]) -> InstanceType:
+        if not unavailable or not any(key[0] == it.name for key in unavailable):
+            return it
+        offerings = tuple(
+            replace(o, available=False) if (it.name, o.zone, o.capacity_type) in unavailable else o
+            for o in it.offerings
+        )
+        return replace(it, offerings=offerings)
+
+    def _cluster_nodes(self, snapshot: Snapshot, exclude: frozenset[str]) -> list[ClusterNode]:
+        now = datetime.fromtimestamp(self.clock.now(), tz=UTC)
+        nodes = []
+        with self._lock:
+            objects = dict(self._created)
+        objects.update(snapshot.nodes)
+        for name, node in objects.items():
+            if name in exclude:
+                continue
+            try:
+                cluster_node = node_from_manifest(node, snapshot.pods_on(name), now=now)
+            except _RESOURCE_PARSE_ERRORS as exc:
+                log.warning("Ignoring node %s in the solve: %s", name, exc)
+                continue
+            if cluster_node.in_flight and cluster_node.provisioner:
+                cluster_node = self._without_startup_taints(cluster_node, snapshot)
+            nodes.append(cluster_node)
+        return nodes
+
+    @staticmethod
+    def _without_startup_taints(node: ClusterNode, snapshot: Snapshot) -> ClusterNode:
+        """An in-flight node as it will be once initialised: its startup taints gone.
+
+        ``karpenter.sh/not-ready``, the Provisioner's ``startupTaints`` and the node lifecycle
+        controller's ``node.kubernetes.io/not-ready``/``unreachable`` only last until the node is
+        Ready; a pod that does not tolerate them will still land there (Karpenter's in-flight
+        node handling), so the solver must not count them.
+        """
+        provisioner = snapshot.provisioners.get(node.provisioner or "")
+        startup = {(t.key, t.effect) for t in provisioner.spec.startup_taints} if provisioner else set()
+        keep = tuple(
+            t for t in node.taints if t.key not in _TRANSIENT_TAINTS and (t.key, t.effect) not in startup
+        )
+        return node if keep == node.taints else replace(node, taints=keep)
+
+    def _daemonsets(self, snapshot: Snapshot) -> list[Pod]:
+        result = []
+        for ds in snapshot.daemonsets:
+            try:
+                result.append(daemonset_pod(ds))
+            except _RESOURCE_PARSE_ERRORS as exc:
+                log.warning("Ignoring DaemonSet %s: %s", _key(ds), exc)
+        return result
+
+    def _solve_and_launch(
+        self,
+        pods: list[Pod],
+        provisioners: Mapping[str, Provisioner],
+        instance_types: Mapping[str, list[InstanceType]],
+        nodes: list[ClusterNode],
+        daemonsets: list[Pod],
+        round_: _Round,
+        attempt: int,
+    ) -> None:
+        usable = [p for name, p in provisioners.items() if name in instance_types]
+        with metrics.time_call(metrics.SOLVE_DURATION):
+            plan = self.solver(
+                SolverInput(
+                    pods=pods,
+                    provisioners=usable,
+                    instance_types=instance_types,
+                    nodes=nodes,
+                    daemonsets=daemonsets,
+                    provisioner_usage=round_.usage,
+                )
+            )
+        for error in plan.unschedulable:
+            round_.unschedulable[error.pod.key] = error.reason
+        by_name = {n.name: n for n in nodes}
+        for placement in plan.existing:
+            uids = [p.uid for p in placement.pods]
+            round_.placed_existing.setdefault(placement.node, []).extend(uids)
+            node = by_name.get(placement.node)
+            if round_.nominate and node is not None and node.in_flight and node.provisioner:
+                self._nominate_existing(placement.node, placement.pods, round_)
+        if not plan.new_nodes:
+            return
+        self._log_packing(plan.new_nodes)
+        retry: list[Pod] = []
+        jobs = []
+        for planned in plan.new_nodes:
+            request = self._request(planned, provisioners[planned.provisioner], round_, attempt)
+            if request is None:
+                continue
+            jobs.append((planned, request, self._pool.submit(self._launch, planned, request, round_)))
+        for planned, request, future in jobs:
+            outcome = future.result()
+            if isinstance(outcome, InsufficientCapacityError):
+                retry.extend(planned.pods)
+                for type_name, zone, capacity_type in outcome.offerings:
+                    round_.unavailable.add((type_name, zone, capacity_type))
+                if not outcome.offerings:
+                    for it in request.instance_type_options:
+                        for o in it.available_offerings(request.requirements):
+                            round_.unavailable.add((it.name, o.zone, o.capacity_type))
+        if retry:
+            if attempt >= self.settings.ice_retries:
+                for pod in retry:
+                    round_.failed[pod.key] = "insufficient capacity in every allowed offering"
+                return
+            log.info(
+                "Retrying %d pod(s) with the remaining offerings after insufficient capacity", len(retry)
+            )
+            fresh = self._instance_types({p: provisioners[p] for p in instance_types}, round_)
+            nodes_now = self._cluster_nodes(round_.snapshot, round_.exclude)
+            self._solve_and_launch(retry, provisioners, fresh, nodes_now, daemonsets, round_, attempt + 1)
+
+    def _log_packing(self, planned: Sequence[PlannedNode]) -> None:
+        groups: dict[tuple[str, tuple[str, ...]], list[PlannedNode]] = {}
+        for node in planned:
+            groups.setdefault(
+                (node.provisioner, tuple(t.name for t in node.instance_type_options)), []
+            ).append(node)
+        for (provisioner, options), members in groups.items():
+            log.info(
+                "Computed packing of %d node(s) for %d pod(s) with instance type option(s) [%s]",
+                len(members),
+                sum(len(m.pods) for m in members),
+                " ".join(options),
+                extra={"provisioner": provisioner},
+            )
+
+    # ------------------------------------------------------------------ launch
+    def _request(
+        self, planned: PlannedNode, provisioner: Provisioner, round_: _Round, attempt: int
+    ) -> NodeRequest | None:
+        """The node request, after the back-off and limits checks (None: not launched now)."""
+        now = self.clock.monotonic()
+        backoff = self._backoff.get(provisioner.name)
+        if backoff is not None and backoff.until > now:
+            reason = f"Provisioner {provisioner.name} is backing off after launch errors for {backoff.until - now:.0f}s"
+            for pod in planned.pods:
+                round_.failed[pod.key] = reason
+            return None
+        options = list(planned.instance_type_options)
+        try:
+            limits = provisioner_limits(provisioner)
+        except ValueError as exc:
+            limits = None
+            log.warning("%s", exc)
+        if limits is not None:
+            usage = round_.usage.get(provisioner.name, Resources())
+            over = [r for r in limits if usage.get(r) >= limits.get(r)]
+            if over:
+                r = over[0]
+                reason = f"{r} resource usage of {usage.get(r)} exceeds limit of {limits.get(r)}"
+                self._limit_exceeded(provisioner, planned, reason, round_)
+                return None
+            headroom = {r: limits.get(r) - usage.get(r) for r in limits}
+            options = [t for t in options if all(t.capacity.get(r) <= headroom[r] for r in limits)]
+            if not options:
+                reason = "every instance type option would exceed the limits " + ", ".join(
+                    f"{r}={limits.get(r)}" for r in limits
+                )
+                self._limit_exceeded(provisioner, planned, reason, round_)
+                return None
+            # reserve the largest remaining option until the launch says which one it was
+            largest = Resources({r: max(t.capacity.get(r) for t in options) for r in limits})
+            round_.usage[provisioner.name] = usage + largest
+        labels = dict(self.settings.extra_node_labels)
+        labels.update(planned.labels)
+        labels.update(provisioner.labels_with_name)
+        return NodeRequest(
+            id=node_request_id(provisioner, (p.uid for p in planned.pods), attempt),
+            provisioner=provisioner,
+            instance_type_options=tuple(options),
+            requirements=planned.requirements,
+            labels=labels,
+            taints=tuple(taint_dicts([*planned.taints, *provisioner.spec.startup_taints])),
+        )
+
+    def _limit_exceeded(
+        self, provisioner: Provisioner, planned: PlannedNode, reason: str, round_: _Round
+    ) -> None:
+        message = f"Could not launch node, {reason}"
+        log.warning("%s", message, extra={"provisioner": provisioner.name})
+        metrics.LAUNCH_ERRORS.labels(provisioner=provisioner.name, type="limits_exceeded").inc()
+        self._provisioner_event(provisioner.name, round_.snapshot, "Warning", "LimitExceeded", message)
+        for pod in planned.pods:
+            round_.failed[pod.key] = message
+
+    def _launch(
+        self, planned: PlannedNode, request: NodeRequest, round_: _Round
+    ) -> InsufficientCapacityError | None:
+        """Launch one planned node and create its Node. Returns the ICE error to retry, else None."""
+        provisioner = request.provisioner
+        try:
+            with metrics.time_call(metrics.CLOUDPROVIDER_DURATION, method="create"):
+                machine = self.cloud.create(request)
+        except InsufficientCapacityError as exc:
+            metrics.LAUNCH_ERRORS.labels(provisioner=provisioner.name, type="insufficient_capacity").inc()
+            log.warning(
+                "Insufficient capacity for %s: %s",
+                provisioner.name,
+                exc,
+                extra={"provisioner": provisioner.name},
+            )
+            self._provisioner_event(
+                provisioner.name, round_.snapshot, "Warning", "InsufficientCapacity", str(exc)
+            )
+            return exc
+        except CloudProviderError as exc:
+            self._launch_failed(provisioner, planned, exc, round_)
+            return None
+        except Exception as exc:  # an unexpected provider bug must not kill the loop
+            log.exception("Launch failed unexpectedly")
+            self._launch_failed(provisioner, planned, exc, round_)
+            return None
+        with self._lock:
+            self._backoff.pop(provisioner.name, None)
+            launched_type = next(
+                (t for t in request.instance_type_options if t.name == machine.instance_type), None
+            )
+            self._settle_usage(provisioner, request, launched_type, round_)
+        log.info(
+            "Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s",
+            machine.instance_id,
+            machine.name,
+            machine.instance_type,
+            machine.zone,
+            machine.capacity_type,
+            extra={"provisioner": provisioner.name},
+        )
+        node = self._create_node(planned, provisioner, machine, launched_type, round_)
+        if node is None:
+            return None
+        uids = tuple(p.uid for p in planned.pods)
+        with self._lock:
+            self._created[machine.name] = node
+            if round_.nominate:
+                for uid in uids:
+                    self._launched_for[uid] = machine.name
+            round_.launched.append(LaunchedNode(machine.name, provisioner.name, machine, uids))
+        metrics.NODES_LAUNCHED.labels(
+            provisioner=provisioner.name, capacity_type=machine.capacity_type, zone=machine.zone
+        ).inc()
+        where = f"{machine.instance_type}, {machine.zone}"
+        if round_.nominate:
+            metrics.PODS_NOMINATED.labels(provisioner=provisioner.name).inc(len(uids))
+            for pod in planned.pods:
+                obj = round_.pod_objects.get(pod.uid)
+                if obj is not None:
+                    self.recorder.normal(
+                        obj, "Nominated", f"Pod should schedule on node {machine.name} ({where})"
+                    )
+        self._provisioner_event(
+            provisioner.name,
+            round_.snapshot,
+            "Normal",
+            "Launched",
+            f"Launched node {machine.name} ({where}, {machine.capacity_type}) for {len(uids)} pod(s)",
+        )
+        return None
+
+    def _settle_usage(
+        self, provisioner: Provisioner, request: NodeRequest, launched: InstanceType | None, round_: _Round
+    ) -> None:
+        """Replace the reservation of the largest option by the launched type's capacity."""
+        try:
+            limits = provisioner_limits(provisioner)
+        except ValueError:
+            return
+        if limits is None or launched is None:
+            return
+        largest = Resources(
+            {r: max(t.capacity.get(r) for t in request.instance_type_options) for r in limits}
+        )
+        usage = (
+            round_.usage.get(provisioner.name, Resources())
+            - largest
+            + Resources({r: launched.capacity.get(r) for r in limits})
+        )
+        round_.usage[provisioner.name] = usage
+
+    def _launch_failed(
+        self, provisioner: Provisioner, planned: PlannedNode, exc: BaseException, round_: _Round
+    ) -> None:
+        with self._lock:
+            state = self._backoff.setdefault(provisioner.name, _Backoff())
+            state.failures += 1
+            delay = min(
+                self.settings.backoff_max_seconds,
+                self.settings.backoff_base_seconds * 2 ** min(state.failures - 1, 20),
+            )
+            state.until = self.clock.monotonic() + delay
+        metrics.LAUNCH_ERRORS.labels(provisioner=provisioner.name, type=metrics.outcome_of(exc)).inc()
+        message = f"Could not launch node for {len(planned.pods)} pod(s): {exc}; retrying in {delay:.0f}s"
+        log.error("%s", message, extra={"provisioner": provisioner.name})
+        self._provisioner_event(provisioner.name, round_.snapshot, "Warning", "LaunchFailed", message)
+        for pod in planned.pods:
+            round_.failed[pod.key] = message
+
+    def _create_node(
+        self,
+        planned: PlannedNode,
+        provisioner: Provisioner,
+        machine: Machine,
+        launched_type: InstanceType | None,
+        round_: _Round,
+    ) -> Object | None:
+        now = self.clock.now()
+        deadline = now + self.settings.registration_timeout_seconds + self.settings.nomination_ttl_seconds
+        nominations = nom.EMPTY
+        if round_.nominate:
+            for pod in planned.pods:
+                nominations = nom.nominate(nominations, pod.uid, pod.key, pod.requests, deadline)
+        prov_obj = round_.snapshot.provisioner_objects.get(provisioner.name) or {}
+        manifest = node_manifest(
+            provisioner=provisioner,
+            provisioner_uid=str((prov_obj.get("metadata") or {}).get("uid") or provisioner.uid or ""),
+            machine=machine,
+            instance_type=launched_type,
+            planned_labels=planned.labels,
+            planned_taints=planned.taints,
+            nominations=nom.encode(nominations) if nominations.pods else None,
+            extra_labels=self.settings.extra_node_labels,
+            extra_annotations=self.settings.extra_node_annotations,
+        )
+        try:
+            return self.api.create("Node", manifest)
+        except AlreadyExistsError:
+            # a retried request returned the instance we launched before: the Node is ours
+            try:
+                existing = self.api.get("Node", machine.name)
+            except ApiError:
+                existing = None
+            if existing is not None and (existing.get("spec") or {}).get("providerID") == machine.provider_id:
+                return existing
+            error: BaseException = AlreadyExistsError(f"node {machine.name} exists with another providerID")
+        except ApiError as exc:
+            error = exc
+        log.error(
+            "Could not create node %s for instance %s: %s; terminating the instance",
+            machine.name,
+            machine.instance_id,
+            error,
+            extra={"provisioner": provisioner.name},
+        )
+        try:
+            self.cloud.delete(machine.provider_id)
+        except CloudProviderError as exc:
+            log.error(
+                "Could not terminate instance %s (garbage collection will): %s", machine.instance_id, exc
+            )
+        self._launch_failed(provisioner, planned, error, round_)
+        return None
+
+    def _nominate_existing(self, node_name: str, pods: Sequence[Pod], round_: _Round) -> None:
+        """Add pods the solver placed on an in-flight node of ours to its nominations (one patch)."""
+        with self._lock:
+            node = round_.snapshot.nodes.get(node_name) or self._created.get(node_name)
+        if node is None:
+            return
+        raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
+        current = nom.active(nom.decode(raw), self.clock.now(), round_.snapshot.bound_pod_uids)
+        deadline = current.deadline or (
+            self.clock.now()
+            + self.settings.registration_timeout_seconds
+            + self.settings.nomination_ttl_seconds
+        )
+        updated = current
+        for pod in pods:
+            updated = nom.nominate(updated, pod.uid, pod.key, pod.requests, deadline)
+        try:
+            patched = self.api.patch(
+                "Node",
+                node_name,
+                {"metadata": {"annotations": {wk.NOMINATIONS_ANNOTATION: nom.encode(updated)}}},
+            )
+        except (NotFoundError, ApiError) as exc:
+            log.warning("Could not nominate %d pod(s) to node %s: %s", len(pods), node_name, exc)
+            return
+        with self._lock:
+            if node_name in self._created:
+                self._created[node_name] = patched
+            for pod in pods:
+                self._launched_for[pod.uid] = node_name
+        for pod in pods:
+            round_.nominated_existing.setdefault(node_name, []).append(pod.uid)
+            obj = round_.pod_objects.get(pod.uid)
+            if obj is not None:
+                labels = (node.get("metadata") or {}).get("labels") or {}
+                where = f"{labels.get(wk.INSTANCE_TYPE, '?')}, {labels.get(wk.ZONE, '?')}"
+                self.recorder.normal(obj, "Nominated", f"Pod should schedule on node {node_name} ({where})")
+        metrics.PODS_NOMINATED.labels(
+            provisioner=str(((node.get("metadata") or {}).get("labels") or {}).get(wk.PROVISIONER_NAME, ""))
+        ).inc(len(pods))
+
+    # ------------------------------------------------------------------ events
+    def _warn_unschedulable(self, round_: _Round) -> None:
+        by_key = {_key(obj): obj for obj in round_.pod_objects.values()}
+        for key, reason in round_.unschedulable.items():
+            obj = by_key.get(key)
+            log.info("Unable to provision pod %s: %s", key, reason)
+            if obj is not None:
+                self.recorder.warning(
+                    obj, "FailedProvisioning", f"No Provisioner can serve the pod: {reason}"
+                )
+
+    def _provisioner_event(
+        self, name: str, snapshot: Snapshot, type_: str, reason: str, message: str
+    ) -> None:
+        obj = snapshot.provisioner_objects.get(name) or {
+            "apiVersion": wk.API_VERSION,
+            "kind": wk.KIND,
+            "metadata": {"name": name},
+        }
+        self.recorder.event(obj, type_, reason, message)

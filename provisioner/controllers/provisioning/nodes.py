@@ -1,0 +1,167 @@
+"""The Node object created for a launched instance, before its kubelet registers.
+
+Creating the Node right after the launch (Karpenter v0.6.3 does the same) makes the capacity
+visible at once: kube-scheduler and our extender see the node, its taints keep pods away until
+it is Ready (``karpenter.sh/not-ready:NoSchedule``), the finalizer ``karpenter.sh/termination``
+guarantees the instance is terminated when the Node is deleted, and the ownerReference ties it
+to its Provisioner. When the kubelet registers, it finds the Node and keeps these fields.
+
+Capacity and allocatable are written in the wire form kubelet uses (cpu in cores or ``m``,
+memory in ``Ki``/``Mi``/``Gi``), from the instance type, so the cluster sees the right size
+before kubelet reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from provisioner.api import labels as wk
+from provisioner.api.types import Provisioner, Taint
+from provisioner.cloudprovider.types import Machine
+from provisioner.scheduling.instancetypes import InstanceType
+from provisioner.scheduling.resources import CPU
+
+_BINARY = (("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024))
+
+
+def quantity_string(resource: str, value: int) -> str:
+    """The Kubernetes quantity of a core-unit value: cpu milli -> ``"4"``/``"3820m"``, bytes -> ``"30310Mi"``.
+
+    Other resources (pods, GPUs, ENIs) are counts. Byte values use the largest binary suffix
+    that divides them exactly (kubelet reports memory in ``Ki``).
+    """
+    if resource == CPU:
+        return str(value // 1000) if value % 1000 == 0 else f"{value}m"
+    if resource in ("memory", "ephemeral-storage", "storage") or resource.startswith("hugepages-"):
+        if value == 0:
+            return "0"
+        for suffix, size in _BINARY:
+            if value % size == 0:
+                return f"{value // size}{suffix}"
+        return str(value)
+    return str(value)
+
+
+def resource_list(values: Mapping[str, int]) -> dict[str, str]:
+    """A wire-form ResourceList of core-unit values (see :func:`quantity_string`)."""
+    return {name: quantity_string(name, int(value)) for name, value in sorted(values.items())}
+
+
+def node_request_id(provisioner: Provisioner, pod_uids: Iterable[str], attempt: int = 0) -> str:
+    """The stable id of a node request: the same Provisioner and pods give the same id.
+
+    It becomes the CreateFleet ``ClientToken`` and the ``groupless.dev/node-request`` tag, so a
+    launch retried (after a crash, or a timeout) returns the instance already launched instead
+    of a second one. ``attempt`` distinguishes a deliberate retry with other offerings (after
+    insufficient capacity), whose parameters differ and must not reuse the token.
+    """
+    digest = hashlib.sha256()
+    digest.update((provisioner.uid or provisioner.name).encode())
+    for uid in sorted(set(pod_uids)):
+        digest.update(b"\0" + uid.encode())
+    if attempt:
+        digest.update(f"\0attempt={attempt}".encode())
+    return "nr-" + digest.hexdigest()[:32]
+
+
+def taint_dicts(taints: Iterable[Taint]) -> list[dict[str, str]]:
+    """Wire-form taints, first occurrence of each (key, effect) kept, in order."""
+    seen: set[tuple[str, str]] = set()
+    result = []
+    for taint in taints:
+        if (taint.key, taint.effect) in seen:
+            continue
+        seen.add((taint.key, taint.effect))
+        result.append(taint.to_dict())
+    return result
+
+
+def node_taints(provisioner: Provisioner, planned: Sequence[Taint] = ()) -> list[dict[str, str]]:
+    """Provisioner taints (and the plan's), startup taints, then ``karpenter.sh/not-ready:NoSchedule``."""
+    return taint_dicts(
+        [
+            *provisioner.spec.taints,
+            *planned,
+            *provisioner.spec.startup_taints,
+            Taint(wk.NOT_READY_TAINT_KEY, "NoSchedule"),
+        ]
+    )
+
+
+def node_labels(
+    provisioner: Provisioner,
+    machine: Machine,
+    instance_type: InstanceType | None,
+    planned_labels: Mapping[str, str],
+    extra: Mapping[str, str],
+) -> dict[str, str]:
+    """Provisioner labels + ``provisioner-name`` + the plan's single-valued labels + well-known labels of the instance + extras.
+
+    The instance's facts (zone, instance type, arch, os, capacity type) win over the plan's.
+    """
+    labels: dict[str, str] = dict(extra)
+    labels.update(planned_labels)
+    labels.update(provisioner.labels_with_name)
+    if instance_type is not None:
+        labels.update(
+            {wk.INSTANCE_TYPE: instance_type.name, wk.ARCH: instance_type.arch, wk.OS: instance_type.os}
+        )
+        labels.update(dict(instance_type.labels))
+    labels.update(
+        {
+            wk.INSTANCE_TYPE: machine.instance_type,
+            wk.ZONE: machine.zone,
+            wk.CAPACITY_TYPE: machine.capacity_type,
+        }
+    )
+    labels.update(machine.labels)
+    labels[wk.HOSTNAME] = machine.name
+    return labels
+
+
+def node_manifest(
+    *,
+    provisioner: Provisioner,
+    provisioner_uid: str,
+    machine: Machine,
+    instance_type: InstanceType | None,
+    planned_labels: Mapping[str, str],
+    planned_taints: Sequence[Taint],
+    nominations: str | None,
+    extra_labels: Mapping[str, str],
+    extra_annotations: Mapping[str, str],
+) -> dict[str, Any]:
+    """The Node object for ``machine`` (see the module docstring for each field)."""
+    annotations = dict(extra_annotations)
+    if nominations is not None:
+        annotations[wk.NOMINATIONS_ANNOTATION] = nominations
+    metadata: dict[str, Any] = {
+        "name": machine.name,
+        "labels": node_labels(provisioner, machine, instance_type, planned_labels, extra_labels),
+        "annotations": annotations,
+        "finalizers": [wk.TERMINATION_FINALIZER],
+    }
+    if provisioner_uid:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": wk.API_VERSION,
+                "kind": wk.KIND,
+                "name": provisioner.name,
+                "uid": provisioner_uid,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    node: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": metadata,
+        "spec": {"providerID": machine.provider_id, "taints": node_taints(provisioner, planned_taints)},
+    }
+    if instance_type is not None:
+        node["status"] = {
+            "capacity": resource_list(instance_type.capacity),
+            "allocatable": resource_list(instance_type.allocatable),
+        }
+    return node

@@ -1,0 +1,119 @@
+import json
+import logging
+
+from provisioner.api import labels as wk
+from provisioner.clock import parse_rfc3339
+
+
+def test_three_inflate_pods_launch_one_node(cluster, caplog):
+    caplog.set_level(logging.INFO)
+    pods = [cluster.pending_pod() for _ in range(3)]
+    # the batch window: opened by the first pod, closed after 1 s idle
+    assert cluster.controller.step() is None
+    cluster.clock.advance(1.0)
+    result = cluster.controller.step()
+
+    assert len(cluster.cloud.create_calls) == 1
+    request = cluster.cloud.create_calls[0]
+    assert [t.name for t in request.instance_type_options] == ["r6gd.xlarge"]
+    assert request.provisioner.name == "default"
+    assert request.labels[wk.PROVISIONER_NAME] == "default"
+
+    (node,) = cluster.nodes()
+    machine = cluster.cloud.launches[0]
+    assert result.nodes == (machine.name,)
+    meta = node["metadata"]
+    assert meta["name"] == machine.name
+    labels = meta["labels"]
+    assert labels[wk.PROVISIONER_NAME] == "default"
+    assert labels[wk.INSTANCE_TYPE] == "r6gd.xlarge"
+    assert labels[wk.ZONE] == "ap-south-1a"
+    assert labels[wk.CAPACITY_TYPE] == "on-demand"
+    assert labels[wk.ARCH] == "arm64"
+    assert labels[wk.OS] == "linux"
+    assert node["spec"]["taints"] == [{"key": "karpenter.sh/not-ready", "effect": "NoSchedule"}]
+    assert meta["finalizers"] == ["karpenter.sh/termination"]
+    assert node["spec"]["providerID"] == machine.provider_id
+    assert node["spec"]["providerID"].startswith("aws:///ap-south-1a/i-")
+    assert meta["ownerReferences"] == [
+        {
+            "apiVersion": "karpenter.sh/v1alpha5",
+            "kind": "Provisioner",
+            "name": "default",
+            "uid": cluster.provisioner["metadata"]["uid"],
+            "blockOwnerDeletion": True,
+        }
+    ]
+    assert node["status"]["capacity"] == {
+        "cpu": "4",
+        "ephemeral-storage": "20Gi",
+        "memory": "30310Mi",
+        "pods": "58",
+    }
+    assert node["status"]["allocatable"]["cpu"] == "3820m"
+    assert node["status"]["allocatable"]["memory"] == "29217Mi"
+    assert meta["annotations"]["kwok.x-k8s.io/node"] == "fake"
+
+    nominations = json.loads(meta["annotations"][wk.NOMINATIONS_ANNOTATION])
+    assert set(nominations["pods"]) == {p["metadata"]["uid"] for p in pods}
+    first = pods[0]
+    assert nominations["pods"][first["metadata"]["uid"]] == {
+        "pod": f"default/{first['metadata']['name']}",
+        "requests": {"cpu": 1000, "pods": 1},
+    }
+    # deadline: launch + registration timeout (900 s) + nomination TTL (300 s)
+    assert parse_rfc3339(nominations["deadline"]) == cluster.clock.now() + 1200
+
+    events = cluster.api.events(reason="Nominated")
+    assert sorted(e["involvedObject"]["name"] for e in events) == sorted(p["metadata"]["name"] for p in pods)
+    assert {e["message"] for e in events} == {
+        f"Pod should schedule on node {machine.name} (r6gd.xlarge, ap-south-1a)"
+    }
+    (launched,) = cluster.api.events(reason="Launched")
+    assert launched["involvedObject"]["kind"] == "Provisioner"
+    assert launched["message"] == f"Launched node {machine.name} (r6gd.xlarge, ap-south-1a, on-demand) for 3 pod(s)"
+
+    text = caplog.text
+    assert "Batched 3 pods in 1s" in text
+    assert "Computed packing of 1 node(s) for 3 pod(s) with instance type option(s) [r6gd.xlarge]" in text
+    assert (
+        f"Launched instance: {machine.instance_id}, hostname: {machine.name}, type: r6gd.xlarge, "
+        "zone: ap-south-1a, capacityType: on-demand"
+    ) in text
+
+
+def test_second_burst_fits_the_in_flight_node(cluster):
+    for _ in range(3):
+        cluster.pending_pod()
+    cluster.controller.reconcile_once()
+    assert len(cluster.cloud.create_calls) == 1
+    node_name = cluster.nodes()[0]["metadata"]["name"]
+
+    # the first pods are nominated: nothing more is launched for them
+    again = cluster.controller.reconcile_once()
+    assert again.pods == 0 and len(cluster.cloud.create_calls) == 1
+
+    # a 400m pod fits the in-flight node's remaining 820m (3820m - 3 x 1000m)
+    late = cluster.pending_pod(cpu="400m")
+    result = cluster.controller.reconcile_once()
+    assert len(cluster.cloud.create_calls) == 1
+    assert result.nominated_existing == {node_name: (late["metadata"]["uid"],)}
+    annotation = json.loads(cluster.api.get("Node", node_name)["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION])
+    assert late["metadata"]["uid"] in annotation["pods"] and len(annotation["pods"]) == 4
+    # and a pod that does not fit (another full core) gets a node of its own
+    cluster.pending_pod()
+    cluster.controller.reconcile_once()
+    assert len(cluster.cloud.create_calls) == 2
+
+
+def test_nominations_are_pruned_when_pods_bind(cluster):
+    pods = [cluster.pending_pod() for _ in range(2)]
+    cluster.controller.reconcile_once()
+    name = cluster.nodes()[0]["metadata"]["name"]
+    cluster.api.bind(pods[0]["metadata"]["name"], "default", name)
+    cluster.controller.reconcile_once()
+    annotation = json.loads(cluster.api.get("Node", name)["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION])
+    assert list(annotation["pods"]) == [pods[1]["metadata"]["uid"]]
+    cluster.api.delete("Pod", pods[1]["metadata"]["name"])
+    cluster.controller.reconcile_once()
+    assert wk.NOMINATIONS_ANNOTATION not in cluster.api.get("Node", name)["metadata"]["annotations"]
