@@ -35,7 +35,7 @@ class ControllerSettings:
     batch_idle_duration: float = 1.0
     batch_max_duration: float = 10.0
     registration_timeout: float = 900.0
-    nomination_ttl: float = 60.0
+    nomination_ttl: float = 300.0
     gc_grace: float = 300.0
     node_labels: Mapping[str, str] = field(default_factory=dict)
     node_annotations: Mapping[str, str] = field(default_factory=dict)

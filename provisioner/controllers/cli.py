@@ -30,7 +30,7 @@ from provisioner.controllers.expiration import Replacer
 from provisioner.controllers.health import serve_health
 from provisioner.controllers.leaderelection import LeaderElector
 from provisioner.controllers.manager import Manager, PodsByNode, resync_loop
-from provisioner.controllers.objects import Context, EventSink, LogEvents
+from provisioner.controllers.objects import Context, EventSink
 from provisioner.kube.api import KubeAPI, Object
 from provisioner.settings import ControllerSettings, SettingsError, add_arguments, from_args
 
@@ -72,52 +72,66 @@ def build_cloud_provider(settings: ControllerSettings, clock: Clock) -> CloudPro
     return provider
 
 
-def build_provisioning(ctx: Context, state: Any, settings: ControllerSettings) -> Any | None:
-    """The provisioning controller, or ``None`` when this build has none (logged)."""
-    try:
-        module: Any = importlib.import_module("provisioner.controllers.provisioning")
-    except ImportError as error:
-        log.warning("Provisioning controller unavailable (%s): only lifecycle controllers run", error)
-        return None
-    if getattr(module, "ProvisioningController", None) is None:
-        log.warning("Provisioning controller unavailable in this build: only lifecycle controllers run")
-        return None
-    settings_cls = getattr(module, "ProvisioningSettings", None)
-    kwargs: dict[str, Any] = {}
-    if settings_cls is not None:
-        from_settings = getattr(settings_cls, "from_controller_settings", None)
-        kwargs["settings"] = from_settings(settings) if from_settings else settings_cls()
-    return module.ProvisioningController(
-        api=ctx.kube, cloud=ctx.cloud, state=state, clock=ctx.clock, events=ctx.events, **kwargs
+def provisioning_settings(settings: ControllerSettings) -> Any:
+    """The provisioning controller's settings from the process settings."""
+    from provisioner.controllers.provisioning.controller import ProvisioningSettings
+
+    return ProvisioningSettings(
+        batch_idle_seconds=settings.batch_idle_duration,
+        batch_max_seconds=settings.batch_max_duration,
+        nomination_ttl_seconds=settings.nomination_ttl,
+        registration_timeout_seconds=settings.registration_timeout,
+        extra_node_labels=dict(settings.node_labels),
+        extra_node_annotations=dict(settings.node_annotations),
+        resync_seconds=settings.resync_period,
     )
 
 
-def launched_node_names(result: Any) -> list[str]:
-    """Names of the nodes a ``ProvisionResult`` launched (tolerating its exact shape)."""
-    for attribute in ("node_names", "launched_node_names"):
-        names = getattr(result, attribute, None)
-        if names:
-            return [str(n) for n in names]
-    for attribute in ("nodes", "launched"):
-        items = getattr(result, attribute, None) or ()
-        names = []
-        for item in items:
-            if isinstance(item, str):
-                names.append(item)
-            elif isinstance(item, dict):
-                names.append(str((item.get("metadata") or {}).get("name") or ""))
-            else:
-                names.append(str(getattr(item, "name", "") or ""))
-        if [n for n in names if n]:
-            return [n for n in names if n]
-    return []
+def build_provisioning(ctx: Context, state: Any, settings: ControllerSettings, recorder: Any) -> Any | None:
+    """The provisioning controller, or ``None`` when this build has none (logged)."""
+    try:
+        module: Any = importlib.import_module("provisioner.controllers.provisioning.controller")
+    except ImportError as error:
+        log.warning("Provisioning controller unavailable (%s): only lifecycle controllers run", error)
+        return None
+    return module.ProvisioningController(ctx.kube, state, ctx.cloud, ctx.clock, recorder,
+                                         provisioning_settings(settings))
+
+
+class ReplacementFailedError(RuntimeError):
+    """Some pods of an expiring node could not get replacement capacity now (launch errors)."""
+
+
+def replacement_nodes(result: Any, exclude: str) -> list[str]:
+    """The nodes an expiring node must wait for, from a ``ProvisionResult``.
+
+    Launched nodes (``nodes``), in-flight nodes the pods were nominated to
+    (``nominated_existing``) and existing nodes the solver placed them on (``placed_existing``);
+    the expiring node itself never. Raises ReplacementFailedError when launches failed
+    (``failed``: limits, back-off, cloud errors), so the expiration controller retries later
+    instead of draining pods into nothing. Pods no Provisioner can serve (``unschedulable``)
+    do not hold expiry back: no capacity could help them.
+    """
+    failed = dict(getattr(result, "failed", None) or {})
+    if failed:
+        first = sorted(failed.items())[0]
+        raise ReplacementFailedError(f"{len(failed)} pod(s) without replacement capacity, e.g. {first[0]}: {first[1]}")
+    names: list[str] = []
+    for name in getattr(result, "nodes", None) or ():
+        names.append(str(name))
+    if exclude in names:
+        log.warning("Provisioning answered with expiring node %s itself (a reused node request id); "
+                    "not waiting for a replacement", exclude)
+    for attribute in ("nominated_existing", "placed_existing"):
+        names.extend(str(n) for n in (getattr(result, attribute, None) or {}))
+    return sorted({n for n in names if n and n != exclude})
 
 
 def provisioning_replacer(provisioning: Any) -> Replacer:
     """Adapt ``ProvisioningController.provision(pods, exclude_nodes=...)`` to the expiration controller."""
 
     def replace(pods: Sequence[Object], node_name: str) -> list[str]:
-        return launched_node_names(provisioning.provision(list(pods), exclude_nodes={node_name}))
+        return replacement_nodes(provisioning.provision(list(pods), exclude_nodes={node_name}), node_name)
 
     return replace
 
@@ -137,13 +151,12 @@ class ControllerProcess:
         self.lost_lease = False
         self.state = ClusterState(kube, self.clock)
         self.pods = PodsByNode()
-        if events is None:
-            from provisioner.kube.events import EventRecorder
+        from provisioner.kube.events import EventRecorder
 
-            events = EventRecorder(kube, component="groupless-controller", clock=self.clock, asynchronous=True)
-        self.ctx = Context(kube=kube, cloud=cloud, clock=self.clock, events=events or LogEvents(),
+        recorder = EventRecorder(kube, component="groupless-controller", clock=self.clock, asynchronous=True)
+        self.ctx = Context(kube=kube, cloud=cloud, clock=self.clock, events=events or recorder,
                            pods_on_node=self.pods)
-        self.provisioning = build_provisioning(self.ctx, self.state, settings)
+        self.provisioning = build_provisioning(self.ctx, self.state, settings, recorder)
         replacer = provisioning_replacer(self.provisioning) if self.provisioning is not None else None
         self.manager = Manager(self.ctx, settings, replacer=replacer)
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
@@ -179,11 +192,10 @@ class ControllerProcess:
         resync.start()
         self.threads.append(resync)
         if self.provisioning is not None:
-            start = getattr(self.provisioning, "start", None) or getattr(self.provisioning, "run", None)
-            if start is not None:
-                thread = threading.Thread(target=start, args=(self.stop,), name="provisioning", daemon=True)
-                thread.start()
-                self.threads.append(thread)
+            thread = threading.Thread(target=self.provisioning.run, args=(self.stop,), name="provisioning",
+                                      daemon=True)
+            thread.start()
+            self.threads.append(thread)
 
     def stop_leading(self) -> None:
         if not self.stop.is_set():

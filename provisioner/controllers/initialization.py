@@ -32,7 +32,7 @@ class InitializationController:
 
     name = "initialization"
 
-    def __init__(self, ctx: Context, *, registration_timeout: float = 900.0, nomination_ttl: float = 60.0) -> None:
+    def __init__(self, ctx: Context, *, registration_timeout: float = 900.0, nomination_ttl: float = 300.0) -> None:
         self.ctx = ctx
         self.registration_timeout = registration_timeout
         self.nomination_ttl = nomination_ttl

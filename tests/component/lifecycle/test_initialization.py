@@ -29,9 +29,9 @@ def test_ready_node_loses_the_startup_taint_and_its_nomination_deadline_moves(cl
     cluster.settle()
     assert cluster.kube.get("Node", name)["spec"]["taints"] == [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
     moved = nominations.decode(annotations(cluster, name)[NOMINATIONS_ANNOTATION])
-    assert moved.deadline == start + 40 + 60  # Ready + nomination TTL (60 s default)
+    assert moved.deadline == start + 40 + 300  # Ready + nomination TTL (300 s default)
     assert list(moved.pods) == ["uid-1"]
-    cluster.step(59)
+    cluster.step(299)
     assert NOMINATIONS_ANNOTATION in annotations(cluster, name)
     cluster.step(1)
     assert NOMINATIONS_ANNOTATION not in annotations(cluster, name)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from provisioner.clock import FakeClock, rfc3339
 from provisioner.controllers import objects
-from provisioner.controllers.cli import launched_node_names
+from provisioner.controllers.cli import ReplacementFailedError, replacement_nodes
 from provisioner.controllers.counter import sum_capacity
 from provisioner.controllers.emptiness import is_empty
 from provisioner.controllers.garbagecollection import instance_id_of
@@ -98,19 +100,15 @@ def test_result_min() -> None:
     assert Result.after(-3) == Result(0.0)
 
 
-def test_launched_node_names_tolerates_shapes() -> None:
-    class R:
-        nodes = [{"metadata": {"name": "n1"}}, {"metadata": {"name": "n2"}}]
+def test_replacement_nodes_from_a_provision_result() -> None:
+    from provisioner.controllers.provisioning.controller import ProvisionResult
 
-    class S:
-        node_names = ("x",)
-
-    class T:
-        launched: list[str] = []
-
-    assert launched_node_names(R()) == ["n1", "n2"]
-    assert launched_node_names(S()) == ["x"]
-    assert launched_node_names(T()) == []
+    result = ProvisionResult(nodes=("new-1",), nominated_existing={"inflight": ("u1",)},
+                             placed_existing={"ready": ("u2",), "old": ("u3",)}, unschedulable={"default/x": "no"})
+    assert replacement_nodes(result, "old") == ["inflight", "new-1", "ready"]
+    assert replacement_nodes(ProvisionResult(), "old") == []
+    with pytest.raises(ReplacementFailedError, match="default/web: limit cpu exceeded"):
+        replacement_nodes(ProvisionResult(nodes=("n",), failed={"default/web": "limit cpu exceeded"}), "old")
 
 
 def test_workqueue_dedupes_keeps_earliest_and_never_hands_out_twice() -> None:
