@@ -10,13 +10,13 @@ ports in use, and the pods on it (for topology spread and pod (anti-)affinity co
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from provisioner.api import labels as wk
+from provisioner.api import nominations
 from provisioner.api.quantity import QuantityError, parse_quantity
 from provisioner.api.types import Taint
 from provisioner.scheduling.pods import HostPort, Pod, is_terminal, pod_from_manifest
@@ -65,41 +65,24 @@ def _resources(obj: Any, where: str) -> Resources:
     return Resources(result)
 
 
-def _parse_time(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except (AttributeError, ValueError):
-        return None
-
-
 def nominated_requests(node: Mapping[str, Any], bound_uids: set[str], now: datetime | None = None) -> Resources:
-    """Requests of the pods nominated to ``node`` that are not yet bound to it.
+    """Requests of the pods nominated to ``node`` that are not bound yet (core units).
 
-    Reads the ``groupless.dev/nominations`` annotation (DESIGN.md contract). Nothing is
-    counted once ``deadline`` has passed (when ``now`` is given). A malformed annotation counts
-    as no nomination: it must never stop scheduling.
+    Reads the ``groupless.dev/nominations`` annotation through :mod:`provisioner.api.nominations`
+    (DESIGN.md contract). With ``now``, nothing is counted once the deadline has passed. A
+    malformed annotation counts as no nomination: it must never stop scheduling.
     """
     annotations = (node.get("metadata") or {}).get("annotations") or {}
-    raw = annotations.get(wk.NOMINATIONS_ANNOTATION)
-    if not raw:
-        return EMPTY
-    try:
-        data = json.loads(raw)
-        if now is not None:
-            deadline = _parse_time(str(data.get("deadline", "")))
-            if deadline is not None and deadline < now:
-                return EMPTY
-        total = EMPTY
-        for uid, entry in (data.get("pods") or {}).items():
-            if uid in bound_uids:
-                continue
-            requests = _resources(entry.get("requests"), "requests")
-            if PODS not in requests:
-                requests = requests + {PODS: 1}
-            total = total + requests
-        return total
-    except (ValueError, AttributeError, TypeError):
-        return EMPTY
+    decoded = nominations.decode(annotations.get(wk.NOMINATIONS_ANNOTATION))
+    if now is not None:
+        decoded = nominations.active(decoded, now.timestamp(), bound_uids)
+    total = EMPTY
+    for uid, entry in decoded.pods.items():
+        if uid in bound_uids:
+            continue
+        requests = entry.requests
+        total = total + (requests if PODS in requests else requests + {PODS: 1})
+    return total
 
 
 def _is_ready(node: Mapping[str, Any]) -> bool:

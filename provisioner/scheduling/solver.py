@@ -534,7 +534,7 @@ class _Solver:
 
     def topology(self, view: _View, cons: list[_Constraint], node: _Node, reqs: Requirements,
                  possible: Any) -> tuple[str | None, dict[str, str], bool]:
-        """Check ``cons`` for the pod on ``node``; returns (reason, keys to pin to a value).
+        """Check ``cons`` for the pod (requirements ``reqs``) on ``node``: (reason, keys to pin, permanent).
 
         ``possible(key)`` gives the values an undecided key of the node could still take.
         """
@@ -704,7 +704,7 @@ class _Solver:
                 return {v for t in _fitting(opts, need) for v in _type_domains(t, r, key)}
 
             if cons or view.shape.selected_by or view.shape.anti_owned:
-                reason, pins, permanent = self.topology(view, cons, node, reqs, possible)
+                reason, pins, permanent = self.topology(view, cons, node, alt, possible)
                 if reason is not None:
                     if not permanent:
                         outcome = _NOT_NOW
@@ -831,7 +831,7 @@ class _Solver:
             def possible(key: str, opts: list[_Type] = options, r: Requirements = reqs) -> set[str]:
                 return {v for t in opts for v in _type_domains(t, r, key)}
 
-            topo_reason, pins, _ = self.topology(view, cons, node, reqs, possible)
+            topo_reason, pins, _ = self.topology(view, cons, node, alt, possible)
             if topo_reason is not None:
                 self._unreserve(node)
                 last = topo_reason

@@ -1,0 +1,120 @@
+import pytest
+
+from provisioner.api.types import Taint
+from provisioner.scheduling.daemonsets import daemonset_pod
+from provisioner.scheduling.nodes import node_from_manifest
+from provisioner.scheduling.pods import (
+    Toleration,
+    is_daemonset_pod,
+    is_static_pod,
+    is_terminal,
+    pod_from_manifest,
+    pod_requests,
+    tolerates_all,
+)
+from provisioner.scheduling.resources import MIB
+from tests.unit.scheduling.builders import manifest
+
+
+def c(cpu, mem=None, **extra):
+    req = {"cpu": cpu}
+    if mem:
+        req["memory"] = mem
+    return {"name": "x", "resources": {"requests": req}, **extra}
+
+
+def test_requests_sum_containers_max_init_and_add_overhead_and_a_pod_slot():
+    obj = {"spec": {
+        "containers": [c("100m", "64Mi"), c("200m", "64Mi")],
+        "initContainers": [c("2", "32Mi"), c("500m", "1Gi")],
+        "overhead": {"cpu": "50m"},
+    }}
+    assert pod_requests(obj) == {"cpu": 2050, "memory": 1024 * MIB, "pods": 1}
+
+
+def test_sidecars_add_to_the_app_and_to_later_init_containers():
+    sidecar = c("300m", restartPolicy="Always")
+    obj = {"spec": {"containers": [c("100m")], "initContainers": [sidecar, c("1")]}}
+    # app: 100m + sidecar 300m = 400m; init after the sidecar: 1000m + 300m = 1300m
+    assert pod_requests(obj)["cpu"] == 1300
+
+
+def test_limits_only_count_as_requests():
+    obj = {"spec": {"containers": [{"name": "x", "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": 1}}}]}}
+    assert pod_requests(obj) == {"cpu": 1000, "nvidia.com/gpu": 1, "pods": 1}
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"containers": [{"name": "x", "resources": {"requests": {"cpu": "lots"}}}]}, "spec.containers[0].resources.requests.cpu"),
+    ({"topologySpreadConstraints": [{"maxSkew": 1}]}, "spec.topologySpreadConstraints[0].topologyKey"),
+    ({"tolerations": "all"}, "spec.tolerations"),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["1"]}]}]}}}},
+     "nodeSelectorTerms[0].matchExpressions"),
+])
+def test_malformed_pods_name_the_field(spec, field):
+    with pytest.raises(ValueError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        pod_from_manifest({"metadata": {"name": "p"}, "spec": spec})
+
+
+def test_affinity_terms_and_spread_are_read():
+    obj = manifest("p", labels={"app": "web", "rev": "1"}, spec={
+        "topologySpreadConstraints": [{"maxSkew": 2, "topologyKey": "topology.kubernetes.io/zone",
+                                       "whenUnsatisfiable": "ScheduleAnyway", "matchLabelKeys": ["rev"],
+                                       "labelSelector": {"matchLabels": {"app": "web"}}}],
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 5, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                               "labelSelector": {"matchLabels": {"app": "web"}}}},
+            {"weight": 50, "podAffinityTerm": {"topologyKey": "failure-domain.beta.kubernetes.io/zone",
+                                                "labelSelector": {"matchLabels": {"app": "web"}}}}]}},
+    })
+    pod = pod_from_manifest(obj)
+    assert pod.topology_spread[0].selector.match_labels == (("app", "web"), ("rev", "1"))
+    assert not pod.topology_spread[0].hard
+    assert [(t.weight, t.topology_key) for t in pod.preferred_pod_anti_affinity] == [
+        (50, "topology.kubernetes.io/zone"), (5, "kubernetes.io/hostname")]
+
+
+def test_tolerations():
+    taints = [Taint("dedicated", "NoSchedule", "gpu"), Taint("soft", "PreferNoSchedule")]
+    assert tolerates_all([Toleration(operator="Exists")], taints, True) is None
+    assert tolerates_all([], taints) == "did not tolerate taint dedicated=gpu:NoSchedule"
+    only = [Toleration("dedicated", "Equal", "gpu", "NoSchedule")]
+    assert tolerates_all(only, taints) is None
+    assert tolerates_all(only, taints, prefer_no_schedule=True) == "did not tolerate taint soft:PreferNoSchedule"
+
+
+def test_owner_and_phase_helpers():
+    ds_owned = {"metadata": {"ownerReferences": [{"kind": "DaemonSet", "name": "x"}]}}
+    mirror = {"metadata": {"annotations": {"kubernetes.io/config.mirror": "abc"}}}
+    assert is_daemonset_pod(ds_owned) and not is_daemonset_pod(mirror)
+    assert is_static_pod(mirror) and not is_static_pod(ds_owned)
+    assert is_terminal({"status": {"phase": "Succeeded"}}) and not is_terminal({"status": {"phase": "Running"}})
+
+
+def test_daemonset_pod_gets_identity_and_default_tolerations():
+    ds = {"metadata": {"name": "agent", "namespace": "kube-system", "uid": "ds-1"},
+          "spec": {"template": {"metadata": {"labels": {"app": "agent"}},
+                                "spec": {"containers": [c("100m", "128Mi")]}}}}
+    pod = daemonset_pod(ds)
+    assert (pod.uid, pod.namespace, pod.owner_kind) == ("ds-1", "kube-system", "DaemonSet")
+    assert pod.requests == {"cpu": 100, "memory": 128 * MIB, "pods": 1}
+    assert tolerates_all(pod.tolerations, [Taint("node.kubernetes.io/unschedulable", "NoSchedule")]) is None
+
+
+def test_node_from_manifest_counts_bound_pods_and_nominations():
+    node = {
+        "metadata": {"name": "n1", "labels": {"karpenter.sh/provisioner-name": "default"},
+                     "annotations": {"groupless.dev/nominations":
+                                     '{"deadline": "2099-01-01T00:00:00Z", "pods": {"u9": {"pod": "d/p9", "requests": {"cpu": 500}}, "u1": {"pod": "d/a", "requests": {"cpu": 250}}}}'}},
+        "spec": {"taints": [{"key": "karpenter.sh/not-ready", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "3820m", "memory": "29217Mi", "pods": "58"}},
+    }
+    bound = manifest("a", cpu="250m", uid="u1", spec={"nodeName": "n1"})
+    done = manifest("b", cpu="4", uid="u2", spec={"nodeName": "n1"}, status={"phase": "Succeeded"})
+    other = manifest("c", cpu="1", uid="u3", spec={"nodeName": "n2"})
+    cn = node_from_manifest(node, [bound, done, other])
+    assert cn.requested == {"cpu": 750, "pods": 2}
+    assert cn.allocatable["memory"] == 29217 * MIB
+    assert (cn.provisioner, cn.in_flight, cn.marked_for_deletion) == ("default", True, False)
+    assert [p.name for p in cn.pods] == ["a"]
