@@ -36,7 +36,7 @@ def test_controller_process_leads_serves_probes_and_terminates_nodes() -> None:
                          "spec": {"providerID": "aws:///z/i-1"}, "status": {"capacity": {"cpu": "2"}}})
     settings = from_mapping({"cloud_provider": "fake", "listen_address": "127.0.0.1:0", "lease_namespace": "default",
                              "lease_duration": "3", "renew_deadline": "2", "retry_period": "0.2",
-                             "resync_period": "1"})
+                             "resync_period": "1", "batch_idle_duration": "0.05", "batch_max_duration": "0.2"})
     process = ControllerProcess(settings, kube, cloud, identity="replica-1")
     result: list[int] = []
     runner = threading.Thread(target=lambda: result.append(process.run()), daemon=True)
@@ -60,6 +60,15 @@ def test_controller_process_leads_serves_probes_and_terminates_nodes() -> None:
 
         assert wait_for(gone)
         assert cloud.delete_calls == ["aws:///z/i-1"]
+        # the provisioning controller runs in the same process: a pending pod gets a node
+        assert process.provisioning is not None
+        kube.create("Pod", {"metadata": {"name": "web", "namespace": "default"},
+                            "spec": {"containers": [{"name": "c", "image": "pause",
+                                                     "resources": {"requests": {"cpu": "1"}}}]},
+                            "status": {"phase": "Pending", "conditions": [
+                                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}})
+        assert wait_for(lambda: len(kube.list("Node")[0]) == 1)
+        assert len(cloud.launches) == 1
     finally:
         process.stop.set()
         kube.close()
