@@ -1,0 +1,187 @@
+"""The extender's HTTP layer: a thin flask app over :mod:`extender.handlers`.
+
+Why thin, and why it never answers 500: kube-scheduler treats any non-200 answer (or a body it
+cannot decode) as a failed extender call. The extender is registered ``ignorable: true``, so a
+failure only costs the pod our reservations and scores, but it is still logged on every
+attempt and hides the real problem. So this layer turns bytes into ExtenderArgs and back, and:
+
+- malformed input (not JSON, missing ``Pod``, neither ``Nodes`` nor ``NodeNames``, wrong
+  types) gets 400 with a one-line reason: that is the caller's bug, and it should see it;
+- bodies larger than ``max_body_bytes`` (default 128 MiB: 5,000 full Node objects can pass
+  50 MiB when ``nodeCacheCapable`` is false) get 413 without being read;
+- an unexpected error inside a handler is logged and answered *open*: every candidate node
+  passes the filter and every score is 0, exactly as if the extender knew nothing.
+
+The state is read through a provider callable for each request (cheap: it returns the
+current immutable :class:`extender.state.ExtenderState`), so one in-memory cache serves every
+gunicorn thread. Paths: ``POST /filter``, ``POST /prioritize``, ``GET /healthz``, ``GET /metrics``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from flask import Flask, Response, request
+
+from extender import handlers
+from extender.state import ExtenderState
+from provisioner import metrics
+from provisioner.clock import Clock, RealClock
+
+log = logging.getLogger("groupless.extender")
+
+#: Default cap on a request body, in bytes.
+DEFAULT_MAX_BODY_BYTES = 128 * 1024 * 1024
+
+StateProvider = Callable[[], ExtenderState]
+
+
+class _HTTPError(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _read_json(max_body_bytes: int) -> Any:
+    length = request.content_length
+    if length is not None and length > max_body_bytes:
+        raise _HTTPError(413, f"request body of {length} bytes exceeds the limit of {max_body_bytes} bytes")
+    body = request.stream.read(max_body_bytes + 1)
+    if len(body) > max_body_bytes:
+        raise _HTTPError(413, f"request body exceeds the limit of {max_body_bytes} bytes")
+    if not body:
+        raise _HTTPError(400, "request body is empty: expected ExtenderArgs JSON")
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except RecursionError:
+        raise _HTTPError(400, "request body is not JSON: nested too deeply") from None
+    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
+        reason = " ".join(str(error).split())[:200]
+        raise _HTTPError(400, f"request body is not JSON: {reason}") from None
+
+
+def _plain(status: int, text: str) -> Response:
+    return Response(text + "\n", status=status, content_type="text/plain; charset=utf-8")
+
+
+def _json(value: Any) -> Response:
+    return Response(json.dumps(value, separators=(",", ":")), status=200, content_type="application/json")
+
+
+def _open_answer(verb: str, args: Any) -> Any:
+    """What we answer when a handler fails unexpectedly: as if we knew nothing."""
+    decoded = handlers.decode_args(args)
+    if verb == "prioritize":
+        return [{"Host": name, "Score": handlers.MIN_PRIORITY} for name in decoded.names]
+    return {
+        "Nodes": {"metadata": {}, "items": decoded.items} if decoded.items is not None else None,
+        "NodeNames": decoded.names if decoded.node_names_mode else None,
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {},
+        "Error": "",
+    }
+
+
+def create_app(
+    state_provider: StateProvider,
+    trigger: handlers.Trigger | None = None,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    clock: Clock | None = None,
+    expiry_horizon: float = handlers.DEFAULT_EXPIRY_HORIZON,
+    ready: Callable[[], bool] | None = None,
+) -> Flask:
+    """The extender's WSGI app; serve it with :func:`provisioner.serving.serve`.
+
+    - ``state_provider``: returns the current :class:`ExtenderState` (called once per request).
+    - ``trigger``: the provisioning controller's in-process signal (``trigger(pod_uid)``) when
+      the extender runs in the controller's process; None otherwise.
+    - ``max_body_bytes``: larger bodies get 413. ``clock``: time for nomination deadlines and
+      expiry (default the real clock). ``ready``: ``/healthz`` answers 503 while it returns
+      False (e.g. before the cache has synced); always ready when None.
+    """
+    if max_body_bytes < 1:
+        raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
+    time_source = clock or RealClock()
+    app = Flask("groupless-extender")
+
+    def serve_verb(verb: str, answer: Callable[[Mapping[str, Any], ExtenderState, float], Any]) -> Response:
+        with metrics.time_call(metrics.EXTENDER_DURATION, verb=verb) as labels:
+            args: Any = None
+            try:
+                args = _read_json(max_body_bytes)
+                result = answer(args, state_provider(), time_source.now())
+            except _HTTPError as error:
+                labels["code"] = str(error.status)
+                log.info("Rejected /%s request: %s", verb, error)
+                return _plain(error.status, f"{'bad request' if error.status == 400 else 'too large'}: {error}")
+            except handlers.BadRequest as error:
+                labels["code"] = "400"
+                log.info("Rejected /%s request: %s", verb, error)
+                return _plain(400, f"bad request: {error}")
+            except RecursionError:
+                labels["code"] = "400"
+                return _plain(400, "bad request: the request is nested too deeply")
+            except Exception:  # last line of defence: answer as if we knew nothing
+                log.exception("Internal error answering /%s; answering without Groupless' rules", verb)
+                try:
+                    result = _open_answer(verb, args)
+                except Exception:
+                    labels["code"] = "400"
+                    return _plain(400, "bad request: unreadable ExtenderArgs")
+                labels["code"] = "200"
+                return _json(result)
+            labels["code"] = "200"
+            return _json(result)
+
+    @app.post("/filter")
+    def filter_endpoint() -> Response:
+        return serve_verb("filter", lambda a, s, n: handlers.filter(a, s, n, trigger))
+
+    @app.post("/prioritize")
+    def prioritize_endpoint() -> Response:
+        return serve_verb("prioritize", lambda a, s, n: handlers.prioritize(a, s, n, expiry_horizon))
+
+    @app.get("/healthz")
+    @app.get("/readyz")
+    def healthz() -> Response:
+        if ready is not None and not ready():
+            return _plain(503, "not ready: cluster state not synced")
+        return _plain(200, "ok")
+
+    @app.get("/metrics")
+    def metrics_endpoint() -> Response:
+        body, content_type = metrics.exposition()
+        return Response(body, status=200, content_type=content_type)
+
+    return app
+
+
+def create_app_for_cluster(
+    cluster: Any,
+    trigger: handlers.Trigger | None = None,
+    *,
+    own_informers: bool = False,
+    price_of: Any = None,
+    **options: Any,
+) -> Flask:
+    """The extender app over a :class:`provisioner.state.ClusterState` (in-process with the controller).
+
+    The controller passes its own cache (``own_informers=False``: it runs the informers) and
+    its provisioning trigger (``ProvisioningController.trigger``). ``options`` go to
+    :func:`create_app` (``max_body_bytes``, ``clock``, ``expiry_horizon``). ``/healthz``
+    answers 503 until the cache has synced.
+    """
+    from extender.live import LiveState
+
+    live = LiveState(cluster, price_of=price_of, own_informers=own_informers)
+    app = create_app(live, trigger, ready=live.ready, **options)
+    app.extensions["groupless_live_state"] = live
+    return app

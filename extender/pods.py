@@ -1,0 +1,110 @@
+"""What the extender needs to know about the pod being scheduled, read once per request.
+
+Why a thin layer over :mod:`provisioner.scheduling.pods`: the solver's reader is strict (it
+raises on anything a *new* node could not satisfy, such as ``matchFields`` in a required node
+affinity term, which every DaemonSet pod carries), while the extender must answer every pod
+kube-scheduler sends and never fail a scheduling attempt over what it cannot model. So the
+sizing and toleration rules come from the solver (one definition of a pod's requests and of
+``ToleratesTaint`` for the whole project), and this module only reads the pieces tolerantly:
+an unreadable part means "no constraint we can check", and kube-scheduler's own filters still
+apply.
+
+Node requirement alternatives follow ``nodeaffinity.GetRequiredNodeAffinity``: ``nodeSelector``
+AND any one of the required ``nodeSelectorTerms`` (terms with only ``matchFields`` select a node
+by name and constrain nothing we check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from provisioner.api import labels as wk
+from provisioner.scheduling.pods import Toleration, is_daemonset_pod, pod_requests
+from provisioner.scheduling.requirements import RequirementError, Requirements
+from provisioner.scheduling.resources import PODS, Resources
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """The pod as the extender sees it.
+
+    ``requests``: what kube-scheduler charges the pod (core units, ``pods: 1`` included).
+    ``alternatives``: node requirements, any one of which a node must meet.
+    ``daemonset``: owned by a DaemonSet (node sizing already counts DaemonSet overhead, so
+    reservations never keep these pods out).
+    """
+
+    uid: str
+    key: str  # "<namespace>/<name>"
+    requests: Resources
+    tolerations: tuple[Toleration, ...]
+    alternatives: tuple[Requirements, ...]
+    daemonset: bool = False
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    result = []
+    for item in _list(spec.get("tolerations")):
+        if isinstance(item, Mapping):
+            result.append(Toleration(
+                key=str(item.get("key") or ""),
+                operator=str(item.get("operator") or "Equal"),
+                value=str(item.get("value") or ""),
+                effect=str(item.get("effect") or ""),
+            ))
+    return tuple(result)
+
+
+def _alternatives(spec: Mapping[str, Any]) -> tuple[Requirements, ...]:
+    selector = {
+        wk.normalize_label_key(str(k)): str(v)
+        for k, v in _map(spec.get("nodeSelector")).items()
+        if str(k) not in wk.IGNORED_LABELS
+    }
+    base = Requirements.from_labels(selector)
+    required = _map(_map(_map(spec.get("affinity")).get("nodeAffinity")).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"))
+    alternatives: list[Requirements] = []
+    for term in _list(required.get("nodeSelectorTerms")):
+        expressions = [
+            e for e in _list(_map(term).get("matchExpressions"))
+            if isinstance(e, Mapping) and "key" in e and str(e["key"]) not in wk.IGNORED_LABELS
+        ]
+        try:
+            alternatives.append(base & Requirements.from_node_selector_requirements(expressions))
+        except (RequirementError, KeyError, TypeError):
+            alternatives.append(base)  # an operator we cannot model: kube-scheduler's filter decides
+    return tuple(alternatives) or (base,)
+
+
+def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
+    """Read a v1.Pod dict into :class:`PodFacts`; never raises on odd content."""
+    metadata = _map(pod.get("metadata"))
+    spec = _map(pod.get("spec"))
+    try:
+        requests = pod_requests(pod)
+    except ValueError:  # a quantity kube-apiserver would not have admitted
+        requests = Resources({PODS: 1})
+    try:
+        daemonset = is_daemonset_pod(pod)
+    except ValueError:
+        daemonset = False
+    namespace = metadata.get("namespace") or "default"
+    return PodFacts(
+        uid=str(metadata.get("uid") or f"{namespace}/{metadata.get('name') or ''}"),
+        key=f"{namespace}/{metadata.get('name') or ''}",
+        requests=requests,
+        tolerations=_tolerations(spec),
+        alternatives=_alternatives(spec),
+        daemonset=daemonset,
+    )

@@ -1,0 +1,350 @@
+"""The extender's read-only view of the cluster: what it knows about each node, built once per change.
+
+Why a view of its own: kube-scheduler calls the extender once per pod per scheduling attempt,
+with up to every node in the cluster, and waits for the answer (the default timeout is 5 s,
+and the call blocks the scheduling loop). So every fact that does not depend on the pod is
+computed here, once per cluster change, not per request: which nodes are managed by a
+Provisioner, which are marked for deletion or disruption, the node sets of each Provisioner,
+which nodes carry nominations, and the numbers the scores need. The handlers then work with
+set operations over node names and touch per-node data only for the few nodes that matter.
+
+Built from plain Kubernetes objects (Nodes and Pods as dicts) and Provisioners, so it serves
+both the in-process extender (fed by the controller's state cache) and the standalone one
+(fed by its own watch). Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from provisioner.api import labels as wk
+from provisioner.api import nominations as nom
+from provisioner.api.quantity import parse_resource_list
+from provisioner.api.types import Provisioner, Taint
+from provisioner.controllers.objects import timestamp
+from provisioner.scheduling.pods import is_terminal, pod_requests
+from provisioner.scheduling.provisioners import provisioner_requirements, provisioner_taints
+from provisioner.scheduling.requirements import Requirements
+from provisioner.scheduling.resources import EMPTY as EMPTY_RESOURCES
+from provisioner.scheduling.resources import PODS, Resources
+
+if TYPE_CHECKING:
+    from provisioner.state import Snapshot
+
+#: Optional Node annotation with the node's price in USD per hour (set at launch when known).
+PRICE_ANNOTATION = "groupless.dev/price-per-hour"
+
+MARK_DELETING = "deleting"
+MARK_DISRUPTED = "disrupted"
+MARK_CORDONED = "cordoned"
+
+#: ``(instance type, capacity type, zone) -> USD per hour or None``: a price lookup the
+#: controller can inject from its instance-type catalog.
+PriceLookup = Callable[[str, str, str], float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisionerInfo:
+    """What the filter checks of a Provisioner: its requirements (with its labels) and taints."""
+
+    name: str
+    requirements: Requirements = field(default_factory=Requirements)
+    taints: tuple[Taint, ...] = ()
+    ttl_seconds_until_expired: int | None = None
+
+    @classmethod
+    def from_provisioner(cls, provisioner: Provisioner) -> ProvisionerInfo:
+        """From the API type (:func:`provisioner.scheduling.provisioners.provisioner_requirements`).
+
+        Requirements that cannot be built (the validating webhook refuses those) leave the
+        Provisioner unconstrained here: the extender never rejects a node on a constraint it
+        cannot read.
+        """
+        try:
+            requirements = provisioner_requirements(provisioner)
+        except ValueError:
+            requirements = Requirements()
+        return cls(
+            name=provisioner.name,
+            requirements=requirements,
+            taints=provisioner_taints(provisioner),
+            ttl_seconds_until_expired=provisioner.spec.ttl_seconds_until_expired,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """One node as the extender knows it.
+
+    ``provisioner``: the ``karpenter.sh/provisioner-name`` label, None for a node we do not
+    manage. ``allocatable`` and ``requested`` (sum over bound, non-terminated pods, ``pods``
+    counted) in core units. ``nominations``: the decoded ``groupless.dev/nominations``
+    annotation (pruning happens per request). ``mark``: ``"deleting"`` (deletionTimestamp),
+    ``"disrupted"`` (``karpenter.sh/disrupted`` taint), ``"cordoned"`` (``spec.unschedulable``)
+    or None. ``price``: USD per hour if known. ``expires_at``: epoch seconds when
+    ``ttlSecondsUntilExpired`` retires it, if set.
+    """
+
+    name: str
+    provisioner: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    taints: tuple[Taint, ...] = ()
+    allocatable: Resources = field(default_factory=Resources)
+    requested: Resources = field(default_factory=Resources)
+    nominations: nom.Nominations = nom.EMPTY
+    mark: str | None = None
+    price: float | None = None
+    expires_at: float | None = None
+
+
+class ExtenderState:
+    """A read-only snapshot: nodes by name, Provisioners by name, ended pod UIDs, and indexes.
+
+    ``ended_pod_uids``: UIDs of nominated pods that are bound (anywhere) or deleted; their
+    reservations no longer hold. Indexes (computed once): :attr:`managed`, :attr:`marked`
+    (mark -> names), :attr:`by_provisioner` (unmarked managed names per Provisioner),
+    :attr:`nominated` (names whose annotation lists pods), :attr:`nominated_node` (pod UID ->
+    node name).
+    """
+
+    __slots__ = ("nodes", "provisioners", "ended_pod_uids", "managed", "marked", "by_provisioner",
+                 "nominated", "nominated_node", "version")
+
+    def __init__(
+        self,
+        nodes: Iterable[NodeInfo] = (),
+        provisioners: Iterable[ProvisionerInfo] = (),
+        ended_pod_uids: Iterable[str] = (),
+        version: object = None,
+    ) -> None:
+        self.nodes: Mapping[str, NodeInfo] = {n.name: n for n in nodes}
+        self.provisioners: Mapping[str, ProvisionerInfo] = {p.name: p for p in provisioners}
+        self.ended_pod_uids: frozenset[str] = frozenset(ended_pod_uids)
+        self.version = version
+        marked: dict[str, set[str]] = {}
+        by_provisioner: dict[str, set[str]] = {}
+        nominated: set[str] = set()
+        nominated_node: dict[str, str] = {}
+        for info in self.nodes.values():
+            if info.provisioner is None:
+                continue
+            if info.mark is not None:
+                marked.setdefault(info.mark, set()).add(info.name)
+                continue
+            by_provisioner.setdefault(info.provisioner, set()).add(info.name)
+            if info.nominations.pods:
+                nominated.add(info.name)
+                for uid in info.nominations.pods:
+                    nominated_node[uid] = info.name
+        self.managed: frozenset[str] = frozenset(n for n, i in self.nodes.items() if i.provisioner is not None)
+        self.marked: Mapping[str, frozenset[str]] = {k: frozenset(v) for k, v in marked.items()}
+        self.by_provisioner: Mapping[str, frozenset[str]] = {k: frozenset(v) for k, v in by_provisioner.items()}
+        self.nominated: frozenset[str] = frozenset(nominated)
+        self.nominated_node: Mapping[str, str] = nominated_node
+
+    def active_nominations(self, info: NodeInfo, now: float) -> nom.Nominations:
+        """``info``'s nominations still in force at ``now`` (epoch seconds)."""
+        return nom.active(info.nominations, now, self.ended_pod_uids)
+
+
+EMPTY_STATE = ExtenderState()
+
+
+def _float(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number >= 0 and number == number and number != float("inf") else None
+
+
+def _taints(raw: Any) -> tuple[Taint, ...]:
+    items = raw if isinstance(raw, list) else []
+    return tuple(
+        Taint(key=t["key"], effect=str(t.get("effect") or ""), value=str(t.get("value") or ""))
+        for t in items
+        if isinstance(t, Mapping) and isinstance(t.get("key"), str)
+    )
+
+
+def node_info(
+    node: Mapping[str, Any],
+    requested: Resources = EMPTY_RESOURCES,
+    provisioners: Mapping[str, ProvisionerInfo] | None = None,
+    price_of: PriceLookup | None = None,
+) -> NodeInfo | None:
+    """A :class:`NodeInfo` from a v1.Node dict; None when the object has no name.
+
+    ``requested``: what the pods bound to it request (see :func:`bound_requests`).
+    """
+    metadata = node.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    raw_labels = metadata.get("labels")
+    labels = {str(k): str(v) for k, v in raw_labels.items()} if isinstance(raw_labels, Mapping) else {}
+    raw_annotations = metadata.get("annotations")
+    annotations = raw_annotations if isinstance(raw_annotations, Mapping) else {}
+    spec = node.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    status = node.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    taints = _taints(spec.get("taints"))
+    try:
+        allocatable = Resources(parse_resource_list(status.get("allocatable") or status.get("capacity") or {}))
+    except (ValueError, TypeError, AttributeError):
+        allocatable = Resources()
+    provisioner = labels.get(wk.PROVISIONER_NAME) or None
+    mark: str | None = None
+    if metadata.get("deletionTimestamp"):
+        mark = MARK_DELETING
+    elif any(t.key == wk.DISRUPTED_TAINT_KEY for t in taints):
+        mark = MARK_DISRUPTED
+    elif spec.get("unschedulable") is True:
+        mark = MARK_CORDONED
+    price = _float(annotations.get(PRICE_ANNOTATION))
+    if price is None and price_of is not None and provisioner is not None:
+        price = price_of(
+            labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.CAPACITY_TYPE, ""), labels.get(wk.ZONE, "")
+        )
+    expires_at: float | None = None
+    info = (provisioners or {}).get(provisioner or "")
+    created = timestamp(metadata.get("creationTimestamp"))
+    if info is not None and info.ttl_seconds_until_expired is not None and created is not None:
+        expires_at = created + info.ttl_seconds_until_expired
+    raw_nominations = annotations.get(wk.NOMINATIONS_ANNOTATION)
+    return NodeInfo(
+        name=name,
+        provisioner=provisioner,
+        labels=labels,
+        taints=taints,
+        allocatable=allocatable,
+        requested=requested,
+        nominations=nom.decode(raw_nominations if isinstance(raw_nominations, str) else None),
+        mark=mark,
+        price=price,
+        expires_at=expires_at,
+    )
+
+
+def bound_requests(pods: Iterable[Mapping[str, Any]]) -> dict[str, Resources]:
+    """Node name -> what its bound, non-terminated pods request (``pods`` counted).
+
+    A pod whose requests cannot be read counts as one pod slot.
+    """
+    totals: dict[str, Resources] = {}
+    for pod in pods:
+        spec = pod.get("spec")
+        node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+        if not node or not isinstance(node, str):
+            continue
+        try:
+            if is_terminal(pod):
+                continue
+            requests = pod_requests(pod)
+        except ValueError:
+            requests = Resources({PODS: 1})
+        totals[node] = totals.get(node, EMPTY_RESOURCES) + requests
+    return totals
+
+
+def build_state(
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    provisioners: Iterable[Provisioner | ProvisionerInfo],
+    *,
+    price_of: PriceLookup | None = None,
+    version: object = None,
+) -> ExtenderState:
+    """An :class:`ExtenderState` from the cluster's objects (v1.Node and v1.Pod dicts).
+
+    Pods serve twice: bound ones add to their node's ``requested``; a nominated pod UID is
+    *ended* when its pod is bound, being deleted, or absent from ``pods`` (deleted).
+    """
+    infos = {
+        p.name: p if isinstance(p, ProvisionerInfo) else ProvisionerInfo.from_provisioner(p) for p in provisioners
+    }
+    pod_list = list(pods)
+    requested = bound_requests(pod_list)
+    node_infos = [
+        replace(info, requested=requested.get(info.name, Resources()))
+        for info in (node_info(n, Resources(), infos, price_of) for n in nodes)
+        if info is not None
+    ]
+    nominated_uids = {uid for i in node_infos for uid in i.nominations.pods}
+    live: set[str] = set()
+    for pod in pod_list:
+        metadata = pod.get("metadata")
+        spec = pod.get("spec")
+        if not isinstance(metadata, Mapping):
+            continue
+        uid = metadata.get("uid")
+        if uid not in nominated_uids:
+            continue
+        bound = isinstance(spec, Mapping) and bool(spec.get("nodeName"))
+        if not bound and not metadata.get("deletionTimestamp"):
+            live.add(str(uid))
+    return ExtenderState(node_infos, infos.values(), nominated_uids - live, version=version)
+
+
+class SnapshotAdapter:
+    """Builds :class:`ExtenderState` from :class:`provisioner.state.Snapshot`, reusing unchanged nodes.
+
+    Why incremental: the cache replaces an object on every change and never mutates one, so a
+    node whose object and pod objects are the very same as last time has the same
+    :class:`NodeInfo`. A rebuild after one pod binds then re-reads one node, not 5,000.
+    """
+
+    def __init__(self, price_of: PriceLookup | None = None) -> None:
+        self.price_of = price_of
+        self._nodes: dict[str, tuple[object, tuple[object, ...], object, NodeInfo]] = {}
+        self._requests: dict[str, tuple[object, Resources]] = {}
+
+    def _pod_requests(self, pod: Mapping[str, Any]) -> Resources:
+        metadata = pod.get("metadata")
+        uid = str(metadata.get("uid") or "") if isinstance(metadata, Mapping) else ""
+        cached = self._requests.get(uid)
+        if cached is not None and cached[0] is pod:
+            return cached[1]
+        try:
+            requests = pod_requests(pod)
+        except ValueError:
+            requests = Resources({PODS: 1})
+        self._requests[uid] = (pod, requests)
+        return requests
+
+    def build(self, snapshot: Snapshot, version: object = None) -> ExtenderState:
+        """The state of one :class:`provisioner.state.Snapshot` (the cache's consistent view)."""
+        provisioners = {name: ProvisionerInfo.from_provisioner(p) for name, p in snapshot.provisioners.items()}
+        infos: list[NodeInfo] = []
+        kept: dict[str, tuple[object, tuple[object, ...], object, NodeInfo]] = {}
+        for name, node in snapshot.nodes.items():
+            pods = tuple(snapshot.pods_on(name))
+            label = ((node.get("metadata") or {}).get("labels") or {}).get(wk.PROVISIONER_NAME)
+            provisioner = snapshot.provisioners.get(label) if label else None
+            previous = self._nodes.get(name)
+            if (previous is not None and previous[0] is node and previous[2] is provisioner
+                    and len(previous[1]) == len(pods) and all(a is b for a, b in zip(previous[1], pods, strict=True))):
+                info = previous[3]
+            else:
+                requested = Resources.sum(self._pod_requests(p) for p in pods)
+                built = node_info(node, requested, provisioners, self.price_of)
+                if built is None:
+                    continue
+                info = built
+            kept[name] = (node, pods, provisioner, info)
+            infos.append(info)
+        self._nodes = kept
+        live_uids = {uid for uid in self._requests if uid in snapshot.pods}
+        self._requests = {uid: self._requests[uid] for uid in live_uids}
+        ended: set[str] = set()
+        for info in infos:
+            for uid in info.nominations.pods:
+                pod = snapshot.pods.get(uid)
+                if pod is None or (pod.get("spec") or {}).get("nodeName") or (pod.get("metadata") or {}).get(
+                        "deletionTimestamp"):
+                    ended.add(uid)
+        return ExtenderState(infos, provisioners.values(), ended, version=version)
