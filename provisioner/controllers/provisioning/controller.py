@@ -642,7 +642,12 @@ class ProvisioningController:
         labels.update(planned.labels)
         labels.update(provisioner.labels_with_name)
         return NodeRequest(
-            id=node_request_id(provisioner, (p.uid for p in planned.pods), attempt),
+            id=node_request_id(
+                provisioner,
+                (p.uid for p in planned.pods),
+                attempt,
+                salt="replace:" + ",".join(sorted(round_.exclude)) if round_.exclude else "",
+            ),
             provisioner=provisioner,
             instance_type_options=tuple(options),
             requirements=planned.requirements,

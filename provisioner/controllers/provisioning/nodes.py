@@ -49,13 +49,16 @@ def resource_list(values: Mapping[str, int]) -> dict[str, str]:
     return {name: quantity_string(name, int(value)) for name, value in sorted(values.items())}
 
 
-def node_request_id(provisioner: Provisioner, pod_uids: Iterable[str], attempt: int = 0) -> str:
+def node_request_id(
+    provisioner: Provisioner, pod_uids: Iterable[str], attempt: int = 0, salt: str = ""
+) -> str:
     """The stable id of a node request: the same Provisioner and pods give the same id.
 
     It becomes the CreateFleet ``ClientToken`` and the ``groupless.dev/node-request`` tag, so a
     launch retried (after a crash, or a timeout) returns the instance already launched instead
     of a second one. ``attempt`` distinguishes a deliberate retry with other offerings (after
-    insufficient capacity), whose parameters differ and must not reuse the token.
+    insufficient capacity), whose parameters differ and must not reuse the token; ``salt``
+    a different purpose for the same pods (replacement capacity for a node being expired).
     """
     digest = hashlib.sha256()
     digest.update((provisioner.uid or provisioner.name).encode())
@@ -63,6 +66,8 @@ def node_request_id(provisioner: Provisioner, pod_uids: Iterable[str], attempt: 
         digest.update(b"\0" + uid.encode())
     if attempt:
         digest.update(f"\0attempt={attempt}".encode())
+    if salt:
+        digest.update(f"\0salt={salt}".encode())
     return "nr-" + digest.hexdigest()[:32]
 
 

@@ -42,8 +42,12 @@ def catalog():
     return [
         r6gd_xlarge(),
         make_instance_type("m5.large", 2000, 7577 * MIB, 29, zones=ZONES, price=0.101, overhead={"cpu": 70}),
-        make_instance_type("m5.xlarge", 4000, 15300 * MIB, 58, zones=ZONES, price=0.202, overhead={"cpu": 80}),
-        make_instance_type("m5.2xlarge", 8000, 30700 * MIB, 58, zones=ZONES, price=0.404, overhead={"cpu": 90}),
+        make_instance_type(
+            "m5.xlarge", 4000, 15300 * MIB, 58, zones=ZONES, price=0.202, overhead={"cpu": 80}
+        ),
+        make_instance_type(
+            "m5.2xlarge", 8000, 30700 * MIB, 58, zones=ZONES, price=0.404, overhead={"cpu": 90}
+        ),
     ]
 
 
@@ -51,7 +55,9 @@ class Cluster:
     def __init__(self, settings=None, provisioner=None, instance_types=None):
         self.clock = FakeClock()
         self.api = FakeKubeAPI(self.clock)
-        self.cloud = FakeCloudProvider(instance_types if instance_types is not None else catalog(), clock=self.clock)
+        self.cloud = FakeCloudProvider(
+            instance_types if instance_types is not None else catalog(), clock=self.clock
+        )
         self.recorder = EventRecorder(self.api, clock=self.clock, instance="test")
         self.state = ClusterState(self.api, self.clock)
         self.provisioner = self.api.create("Provisioner", provisioner or walkthrough("01-provisioner.yaml"))
@@ -76,7 +82,13 @@ class Cluster:
         meta["name"] = name or f"inflate-{self._n:05d}"
         meta["namespace"] = "default"
         meta["ownerReferences"] = [
-            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "inflate-6b88c9fb68", "uid": "rs-1", "controller": True}
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": "inflate-6b88c9fb68",
+                "uid": "rs-1",
+                "controller": True,
+            }
         ]
         if cpu is not None:
             tpl["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
@@ -86,7 +98,12 @@ class Cluster:
             "status": {
                 "phase": "Pending",
                 "conditions": [
-                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes are available"}
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/0 nodes are available",
+                    }
                 ],
             },
         }

@@ -71,7 +71,10 @@ def test_three_inflate_pods_launch_one_node(cluster, caplog):
     }
     (launched,) = cluster.api.events(reason="Launched")
     assert launched["involvedObject"]["kind"] == "Provisioner"
-    assert launched["message"] == f"Launched node {machine.name} (r6gd.xlarge, ap-south-1a, on-demand) for 3 pod(s)"
+    assert (
+        launched["message"]
+        == f"Launched node {machine.name} (r6gd.xlarge, ap-south-1a, on-demand) for 3 pod(s)"
+    )
 
     text = caplog.text
     assert "Batched 3 pods in 1s" in text
@@ -98,7 +101,9 @@ def test_second_burst_fits_the_in_flight_node(cluster):
     result = cluster.controller.reconcile_once()
     assert len(cluster.cloud.create_calls) == 1
     assert result.nominated_existing == {node_name: (late["metadata"]["uid"],)}
-    annotation = json.loads(cluster.api.get("Node", node_name)["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION])
+    annotation = json.loads(
+        cluster.api.get("Node", node_name)["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION]
+    )
     assert late["metadata"]["uid"] in annotation["pods"] and len(annotation["pods"]) == 4
     # and a pod that does not fit (another full core) gets a node of its own
     cluster.pending_pod()
@@ -112,7 +117,9 @@ def test_nominations_are_pruned_when_pods_bind(cluster):
     name = cluster.nodes()[0]["metadata"]["name"]
     cluster.api.bind(pods[0]["metadata"]["name"], "default", name)
     cluster.controller.reconcile_once()
-    annotation = json.loads(cluster.api.get("Node", name)["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION])
+    annotation = json.loads(
+        cluster.api.get("Node", name)["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION]
+    )
     assert list(annotation["pods"]) == [pods[1]["metadata"]["uid"]]
     cluster.api.delete("Pod", pods[1]["metadata"]["name"])
     cluster.controller.reconcile_once()
