@@ -155,7 +155,7 @@ class ControllerProcess:
 
         recorder = EventRecorder(kube, component="groupless-controller", clock=self.clock, asynchronous=True)
         self.ctx = Context(kube=kube, cloud=cloud, clock=self.clock, events=events or recorder,
-                           pods_on_node=self.pods)
+                           pods_on_node=self.pods, reader=self.state.get, lister=self.state.objects)
         self.provisioning = build_provisioning(self.ctx, self.state, settings, recorder)
         replacer = provisioning_replacer(self.provisioning) if self.provisioning is not None else None
         self.manager = Manager(self.ctx, settings, replacer=replacer)

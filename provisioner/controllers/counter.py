@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from provisioner.api.labels import PROVISIONER_NAME
 from provisioner.api.quantity import QuantityError, format_quantity, parse_quantity
 from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
@@ -66,7 +65,7 @@ class CounterController:
         name = objects.name(provisioner)
         if not name:
             return Result.done()
-        nodes, _ = self.ctx.kube.list("Node", label_selector=f"{PROVISIONER_NAME}={name}")
+        nodes = self.ctx.nodes(name)
         wanted = sum_capacity(nodes)
         current = (provisioner.get("status") or {}).get("resources")
         if _normalized(current) == wanted:

@@ -46,7 +46,7 @@ class EmptinessController:
             return Result.done()
         name = objects.name(node)
         stamp_raw = objects.annotations_of(node).get(EMPTINESS_TIMESTAMP_ANNOTATION)
-        ttl = ttl_seconds(get_provisioner(self.ctx.kube, node), "ttlSecondsAfterEmpty")
+        ttl = ttl_seconds(get_provisioner(self.ctx, node), "ttlSecondsAfterEmpty")
         if ttl is None or not objects.is_ready(node):
             if ttl is None and stamp_raw is not None:
                 self._annotate(name, None)

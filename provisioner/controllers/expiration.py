@@ -79,7 +79,7 @@ class ExpirationController:
     def reconcile(self, node: Object) -> Result:
         if objects.provisioner_of(node) is None or objects.is_deleting(node):
             return Result.done()
-        ttl = ttl_seconds(get_provisioner(self.ctx.kube, node), "ttlSecondsUntilExpired")
+        ttl = ttl_seconds(get_provisioner(self.ctx, node), "ttlSecondsUntilExpired")
         created = objects.created_at(node)
         if ttl is None or created is None:
             return Result.done()
@@ -89,22 +89,21 @@ class ExpirationController:
             return Result.after(expires - now)
         name = objects.name(node)
         if not objects.has_taint(node, DISRUPTED_TAINT_KEY):
-            log.info("Triggering termination for expired node %s after %ds (created %s)", name, ttl, rfc3339(created))
-            self.ctx.events.normal(node, "Expired", f"Node expired after ttlSecondsUntilExpired={ttl}s; replacing")
             patch: dict[str, Any] = {"spec": {"taints": [*objects.taints(node), DISRUPTED_TAINT]}}
             rv = objects.meta(node).get("resourceVersion")
             if rv:
                 patch["metadata"] = {"resourceVersion": rv}
-            self.ctx.kube.patch("Node", name, patch)
+            self.ctx.kube.patch("Node", name, patch)  # a stale read ends here in a 409: no second event
+            log.info("Triggering termination for expired node %s after %ds (created %s)", name, ttl, rfc3339(created))
+            self.ctx.events.normal(node, "Expired", f"Node expired after ttlSecondsUntilExpired={ttl}s; replacing")
             return Result.now()
         recorded = replacements(node)
         if recorded is None:
             return self._replace(node)
         waiting = []
         for replacement in recorded:
-            try:
-                other = self.ctx.kube.get("Node", replacement)
-            except NotFoundError:
+            other = self.ctx.read("Node", replacement) or self.ctx.read_live("Node", replacement)
+            if other is None:
                 log.info("Replacement node %s of expired node %s is gone; replacing again", replacement, name)
                 self._record(name, None)
                 return Result.now()

@@ -53,7 +53,7 @@ class GarbageCollector:
     def reconcile(self) -> Result:
         now = self.ctx.clock.now()
         machines = self.ctx.cloud.list()
-        nodes, _ = self.ctx.kube.list("Node")
+        nodes = self.ctx.nodes()
         node_ids = {instance_id_of(objects.provider_id(n)) for n in nodes} - {""}
         next_check = now + self.interval
         for machine in machines:

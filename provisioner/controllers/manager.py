@@ -22,7 +22,6 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from provisioner.api.labels import PROVISIONER_NAME
 from provisioner.controllers import objects
 from provisioner.controllers.counter import CounterController
 from provisioner.controllers.emptiness import EmptinessController
@@ -37,7 +36,6 @@ from provisioner.controllers.workqueue import Key, WorkQueue
 from provisioner.kube.api import (
     ApiError,
     ConflictError,
-    NotFoundError,
     Object,
     WatchEvent,
 )
@@ -81,6 +79,7 @@ class Manager:
         }
         self.reconciles = 0
         self.errors = 0
+        self._provisioner_versions: dict[str, tuple[object, ...]] = {}
 
     # ---- event routing ------------------------------------------------------------------------
 
@@ -108,8 +107,13 @@ class Manager:
         elif kind == "Provisioner":
             name = objects.name(obj)
             self.enqueue_provisioner(name)
+            meta = objects.meta(obj)
+            version = (meta.get("uid"), meta.get("generation"), meta.get("deletionTimestamp"), event.type)
+            if self._provisioner_versions.get(name) == version:
+                return  # a status write (the counter's own): the nodes' decisions do not change
+            self._provisioner_versions[name] = version
             try:
-                nodes, _ = self.ctx.kube.list("Node", label_selector=f"{PROVISIONER_NAME}={name}")
+                nodes = self.ctx.nodes(name)
             except ApiError as error:
                 log.warning("Failed to list nodes of Provisioner %s: %s", name, error)
                 return
@@ -134,16 +138,10 @@ class Manager:
             return self.gc.reconcile()
         kind, controller, name = key
         if kind == "provisioner":
-            try:
-                provisioner = self.ctx.kube.get("Provisioner", name)
-            except NotFoundError:
-                return Result.done()
-            return self.counter.reconcile(provisioner)
-        try:
-            node = self.ctx.kube.get("Node", name)
-        except NotFoundError:
-            return Result.done()
-        return self.node_controllers[controller].reconcile(node)
+            provisioner = self.ctx.read("Provisioner", name)
+            return Result.done() if provisioner is None else self.counter.reconcile(provisioner)
+        node = self.ctx.read("Node", name)
+        return Result.done() if node is None else self.node_controllers[controller].reconcile(node)
 
     def process(self, key: Key) -> None:
         """Reconcile one key (already popped from the queue) and requeue it as its Result says."""
@@ -152,7 +150,7 @@ class Manager:
             result = self._reconcile(key)
         except ConflictError:
             self.queue.done(key)
-            self.queue.add(key)  # somebody wrote first: read again and redo
+            self.queue.add_rate_limited(key)  # written meanwhile (or a stale cache read): read again, redo
             return
         except Exception as error:  # a controller must never die of one object
             self.errors += 1

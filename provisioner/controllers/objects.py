@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from provisioner.api.labels import DO_NOT_EVICT_ANNOTATION, PROVISIONER_NAME
 from provisioner.clock import Clock, parse_rfc3339
 from provisioner.cloudprovider.types import CloudProvider
-from provisioner.kube.api import KubeAPI, Object
+from provisioner.kube.api import KubeAPI, NotFoundError, Object
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,10 @@ class LogEvents:
 
 
 PodLister = Callable[[str], list[Object]]
+#: ``(kind, name) -> object or None``: a read of a cluster-scoped object from a cache.
+Reader = Callable[[str, str], "Object | None"]
+#: ``kind -> objects``: a list of every object of a kind from a cache.
+Lister = Callable[[str], list[Object]]
 
 
 @dataclass
@@ -54,7 +58,10 @@ class Context:
     """The injected dependencies of every lifecycle controller.
 
     ``pods_on_node(name)`` lists the pods bound to a node; by default it lists every pod through
-    ``kube`` (the protocol has no field selector), the manager plugs in the cluster-state cache.
+    ``kube`` (the protocol has no field selector), the process plugs in an index fed by the
+    cluster-state cache. ``reader(kind, name)`` reads Nodes and Provisioners; by default a live
+    GET, the process plugs in the cache (writes always go to the API server, with the read
+    object's resourceVersion where a list is replaced, so a stale read ends in a 409 and a retry).
     """
 
     kube: KubeAPI
@@ -62,6 +69,29 @@ class Context:
     clock: Clock
     events: EventSink = field(default_factory=LogEvents)
     pods_on_node: PodLister | None = None
+    reader: Reader | None = None
+    lister: Lister | None = None
+
+    def nodes(self, provisioner: str | None = None) -> list[Object]:
+        """Every Node (from the cache when plugged in), or those labelled with ``provisioner``."""
+        if self.lister is not None:
+            items = self.lister("Node")
+            return items if provisioner is None else [n for n in items if provisioner_of(n) == provisioner]
+        selector = None if provisioner is None else f"{PROVISIONER_NAME}={provisioner}"
+        return self.kube.list("Node", label_selector=selector)[0]
+
+    def read(self, kind: str, name: str) -> Object | None:
+        """The object (cache when plugged in, else a live GET), ``None`` when absent."""
+        if self.reader is not None:
+            return self.reader(kind, name)
+        return self.read_live(kind, name)
+
+    def read_live(self, kind: str, name: str) -> Object | None:
+        """A live GET, ``None`` when absent (to confirm a cache's "absent" before acting on it)."""
+        try:
+            return self.kube.get(kind, name)
+        except NotFoundError:
+            return None
 
     def pods(self, node_name: str) -> list[Object]:
         if self.pods_on_node is not None:

@@ -46,7 +46,7 @@ class OwnershipController:
         owner_name = objects.provisioner_of(node)
         if owner_name is None or objects.is_deleting(node):
             return Result.done()
-        provisioner = get_provisioner(self.ctx.kube, node)
+        provisioner = get_provisioner(self.ctx, node, live=True)
         name = objects.name(node)
         refs = objects.meta(node).get("ownerReferences")
         refs = [r for r in refs if isinstance(r, dict)] if isinstance(refs, list) else []

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from provisioner.controllers import objects
-from provisioner.kube.api import KubeAPI, NotFoundError, Object
+from provisioner.controllers.objects import Context
+from provisioner.kube.api import Object
 
 
-def get_provisioner(kube: KubeAPI, node: Object) -> Object | None:
-    """The Provisioner named by the node's ``karpenter.sh/provisioner-name`` label, ``None`` if absent."""
+def get_provisioner(ctx: Context, node: Object, *, live: bool = False) -> Object | None:
+    """The Provisioner named by the node's ``karpenter.sh/provisioner-name`` label, ``None`` if absent.
+
+    ``live``: confirm with the API server (before acting on an absence).
+    """
     name = objects.provisioner_of(node)
     if name is None:
         return None
-    try:
-        return kube.get("Provisioner", name)
-    except NotFoundError:
-        return None
+    found = ctx.read("Provisioner", name)
+    if found is None and live and ctx.reader is not None:
+        found = ctx.read_live("Provisioner", name)
+    return found
 
 
 def ttl_seconds(provisioner: Object | None, field: str) -> int | None:

@@ -25,11 +25,12 @@ from provisioner.api.labels import (
 from provisioner.clock import FakeClock
 from provisioner.cloudprovider.fake import FakeCloudProvider
 from provisioner.cloudprovider.types import Machine
-from provisioner.controllers.manager import Manager
+from provisioner.controllers.manager import Manager, PodsByNode
 from provisioner.controllers.objects import Context
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.settings import ControllerSettings
+from provisioner.state.cluster import ClusterState
 
 
 class Replacer:
@@ -50,7 +51,9 @@ class Replacer:
 
 
 class Cluster:
-    def __init__(self, settings: ControllerSettings | None = None) -> None:
+    """``cached``: the controllers read through a ClusterState (as the process does), else live GETs."""
+
+    def __init__(self, settings: ControllerSettings | None = None, *, cached: bool = False) -> None:
         self.clock = FakeClock()
         self.kube = FakeKubeAPI(self.clock)
         self.cloud = FakeCloudProvider(clock=self.clock)
@@ -58,7 +61,16 @@ class Cluster:
         self.ctx = Context(kube=self.kube, cloud=self.cloud, clock=self.clock, events=self.events)
         self.replacer = Replacer(self)
         self.manager = Manager(self.ctx, settings or ControllerSettings(), replacer=self.replacer)
-        self.kube.subscribe(self.manager.on_change)
+        if cached:
+            state = ClusterState(self.kube, self.clock)
+            pods = PodsByNode()
+            self.kube.subscribe(state.handle)
+            state.subscribe(pods.on_change)
+            state.subscribe(self.manager.on_change)
+            state.resync()
+            self.ctx.reader, self.ctx.lister, self.ctx.pods_on_node = state.get, state.objects, pods
+        else:
+            self.kube.subscribe(self.manager.on_change)
         self._ids = itertools.count(1)
 
     # ---- objects ------------------------------------------------------------------------------
@@ -155,6 +167,6 @@ class Cluster:
         return sorted({e["reason"] for e in self.kube.events(involved_name=name)})
 
 
-@pytest.fixture
-def cluster() -> Cluster:
-    return Cluster()
+@pytest.fixture(params=["live", "cached"])
+def cluster(request: pytest.FixtureRequest) -> Cluster:
+    return Cluster(cached=request.param == "cached")
