@@ -166,12 +166,14 @@ def generate(
     now: datetime.datetime | None = None,
     ca_validity: datetime.timedelta = CA_VALIDITY,
     validity: datetime.timedelta = SERVING_VALIDITY,
+    client_auth: bool = False,
 ) -> CertBundle:
     """A new CA and a serving certificate for every DNS name and IP address given.
 
     ``dns_names``: e.g. ``["groupless-webhook.groupless.svc", "localhost"]``;
     ``ip_addresses``: e.g. ``["127.0.0.1", "::1"]`` (written as IP SANs). The serving
-    certificate's Common Name is ``common_name`` or the first name. Raises CertError for an
+    certificate's Common Name is ``common_name`` or the first name; with ``client_auth`` it
+    may also be used as a TLS client certificate (mutual TLS). Raises CertError for an
     invalid IP address or when no name at all is given.
     """
     dns = list(dict.fromkeys(dns_names))
@@ -207,6 +209,7 @@ def generate(
     )
 
     key = ec.generate_private_key(ec.SECP256R1())
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH, *([ExtendedKeyUsageOID.CLIENT_AUTH] if client_auth else [])]
     cn = common_name or (dns[0] if dns else str(ips[0]))
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns] + [x509.IPAddress(ip) for ip in ips]
     cert = (
@@ -225,7 +228,7 @@ def generate(
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())

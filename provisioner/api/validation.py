@@ -350,7 +350,9 @@ def _validate_requirements(requirements: list[Any], labels: dict[str, Any], out:
                 out.error([*path, "values"], item.get("values"),
                           f"operator {operator} needs exactly one integer value", has_value="values" in item)
                 values_ok = False
-        for j, value in enumerate(values):  # rule 13
+        for j, value in enumerate(values):  # rule 13 (Gt/Lt values are integers, checked above)
+            if operator in (GT, LT):
+                break
             if isinstance(value, str):
                 why = is_valid_label_value(value)
                 if why is not None:

@@ -1,0 +1,106 @@
+"""The webhook under gunicorn over real HTTPS, verified against the CA from ``groupless certs``."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import pytest
+import requests
+from admission_fixtures import decode_patch, load_walkthrough, review, valid
+from admission_strategies import BODIES, check_answer
+from hypothesis import HealthCheck, given, settings
+from webhook_server import Server, start, stop
+
+from certs.bundle import generate
+
+
+def test_walkthrough_provisioner_is_defaulted_and_admitted_over_https(server: Server) -> None:
+    obj = load_walkthrough("01-provisioner.yaml")
+    answer = requests.post(f"{server.url}/mutate", json=review(obj, uid="https-1"), verify=server.ca_file,
+                           timeout=10)
+    assert answer.status_code == 200
+    response = answer.json()["response"]
+    assert response["uid"] == "https-1" and response["allowed"] is True
+    assert [op["path"] for op in decode_patch(response)] == ["/spec/provider/amiFamily",
+                                                             "/spec/provider/metadataOptions"]
+    answer = requests.post(f"{server.url}/validate", json=review(obj, uid="https-2"), verify=server.ca_file,
+                           timeout=10)
+    assert answer.json()["response"] == {"uid": "https-2", "allowed": True}
+
+
+def test_invalid_provisioner_is_denied_with_our_message_over_https(server: Server) -> None:
+    obj = valid()
+    obj["spec"]["requirements"][1]["operator"] = "Equals"
+    answer = requests.post(f"{server.url}/validate", json=review(obj, uid="https-3"), verify=server.ca_file,
+                           timeout=10)
+    assert answer.json()["response"] == {
+        "uid": "https-3",
+        "allowed": False,
+        "status": {"status": "Failure", "code": 422, "reason": "Invalid",
+                   "message": 'spec.requirements[1].operator: invalid value "Equals": must be one of In, NotIn, '
+                              "Exists, DoesNotExist, Gt, Lt"},
+    }
+
+
+def test_bad_body_is_400_over_https_and_keepalive_connection_survives(server: Server) -> None:
+    with requests.Session() as session:
+        # verify= per request: requests lets $REQUESTS_CA_BUNDLE override Session.verify
+        first = session.post(f"{server.url}/validate", data=b"{", timeout=10, verify=server.ca_file)
+        assert first.status_code == 400
+        assert first.text.startswith("bad request: request body is not JSON")
+        second = session.post(f"{server.url}/validate", json=review(valid()), timeout=10, verify=server.ca_file)
+        assert second.json()["response"]["allowed"] is True
+
+
+def test_a_client_trusting_another_ca_refuses_the_server(server: Server, tmp_path: Path) -> None:
+    other = generate(["localhost"], ["127.0.0.1"]).write(tmp_path)
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(f"{server.url}/healthz", verify=str(other["ca.crt"]), timeout=10)
+
+
+def test_the_server_speaks_tls_1_2_or_later_only(server: Server) -> None:
+    context = ssl.create_default_context(cafile=server.ca_file)
+    context.minimum_version = context.maximum_version = ssl.TLSVersion.TLSv1_1
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")
+    with pytest.raises((ssl.SSLError, OSError)):
+        import socket
+
+        host, port = server.url.removeprefix("https://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as raw, \
+                context.wrap_socket(raw, server_hostname=host):
+            pass
+
+
+def test_metrics_over_https(server: Server) -> None:
+    requests.post(f"{server.url}/validate", json=review(valid()), verify=server.ca_file, timeout=10)
+    text = requests.get(f"{server.url}/metrics", verify=server.ca_file, timeout=10).text
+    assert 'groupless_webhook_request_duration_seconds_count{allowed="true",endpoint="validate",operation="CREATE"}' \
+        in text
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                 HealthCheck.data_too_large])
+@given(body=BODIES)
+def test_random_bodies_through_gunicorn(server: Server, body: bytes) -> None:
+    for path in ("/mutate", "/validate"):
+        reply = requests.post(f"{server.url}{path}", data=body, headers={"Content-Type": "application/json"},
+                              verify=server.ca_file, timeout=10)
+        check_answer(reply.status_code, reply.content, body)
+
+
+def test_mutual_tls_requires_a_client_certificate_from_the_client_ca(tmp_path: Path) -> None:
+    clients = generate(["groupless-test-client"], client_auth=True)
+    client_files = clients.write(tmp_path / "client")
+    mtls = start(tmp_path / "server", "--client-ca-file", str(client_files["ca.crt"]),
+                 client_cert=(str(client_files["tls.crt"]), str(client_files["tls.key"])))
+    try:
+        ok = requests.get(f"{mtls.url}/healthz", verify=mtls.ca_file, timeout=10,
+                          cert=(str(client_files["tls.crt"]), str(client_files["tls.key"])))
+        assert ok.text == "ok\n"
+        with pytest.raises((requests.exceptions.SSLError, requests.exceptions.ConnectionError)):
+            requests.get(f"{mtls.url}/healthz", verify=mtls.ca_file, timeout=10)
+    finally:
+        stop(mtls)
+    assert mtls.process.returncode == 0  # gunicorn stops cleanly on SIGTERM

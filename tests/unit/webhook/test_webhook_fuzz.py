@@ -1,0 +1,32 @@
+"""Thousands of malformed and random bodies through the HTTP layer: no 5xx, every answer well-formed."""
+
+from __future__ import annotations
+
+from admission_strategies import BODIES, check_answer
+from flask.testing import FlaskClient
+from hypothesis import HealthCheck, given, settings
+
+from provisioner import metrics
+
+FUZZ = settings(max_examples=2100, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def internal_errors() -> float:
+    """Requests that reached the app's last-resort handler (an exception in the webhook code)."""
+    return sum(
+        sample.value
+        for metric in metrics.WEBHOOK_DURATION.collect()
+        for sample in metric.samples
+        if sample.name.endswith("_count") and sample.labels.get("allowed") == "error"
+    )
+
+
+@FUZZ
+@given(body=BODIES)
+def test_random_bodies_to_mutate_and_validate(client: FlaskClient, body: bytes) -> None:
+    errors_before = internal_errors()
+    for path in ("/mutate", "/validate"):
+        reply = client.post(path, data=body, content_type="application/json")
+        check_answer(reply.status_code, reply.get_data(), body)
+    assert internal_errors() == errors_before
