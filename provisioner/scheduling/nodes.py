@@ -51,7 +51,8 @@ class ClusterNode:
         return self.allocatable - self.requested
 
 
-def _resources(obj: Any, where: str) -> Resources:
+def resource_list(obj: Any, where: str) -> Resources:
+    """A wire resource list (``{"cpu": "4", "memory": "16Gi"}``) in core units; ValueError naming ``where``."""
     if not obj:
         return EMPTY
     if not isinstance(obj, Mapping):
@@ -116,7 +117,7 @@ def node_from_manifest(
         if not isinstance(taint, Mapping) or not taint.get("key") or not taint.get("effect"):
             raise ValueError(f"node {name}: spec.taints[{i}]: expected {{key, effect}}, got {taint!r}")
         taints.append(Taint(str(taint["key"]), str(taint["effect"]), str(taint.get("value") or "")))
-    allocatable = _resources(status.get("allocatable") or status.get("capacity"), f"node {name}: status.allocatable")
+    allocatable = resource_list(status.get("allocatable") or status.get("capacity"), f"node {name}: status.allocatable")
     bound = []
     for obj in pods:
         if (obj.get("spec") or {}).get("nodeName") != name or is_terminal(obj):

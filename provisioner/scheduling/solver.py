@@ -395,6 +395,16 @@ class _Solver:
                                    it.has_accelerator, tuple(ports)))
                 type_keys.update(k for k, _ in it.labels)
             types.sort(key=lambda t: (tuple(-x for x in t.alloc), t.it.name))
+            if types:
+                # Karpenter's effective requirements: what the instance types can offer, so a pod
+                # asking for another zone, arch or capacity type is told the sets that exist.
+                offered = [o for t in types for o in t.offerings(reqs)]
+                reqs = reqs & Requirements((
+                    Requirement.of(wk.ZONE, IN, sorted({o.zone for o in offered})),
+                    Requirement.of(wk.CAPACITY_TYPE, IN, sorted({o.capacity_type for o in offered})),
+                    Requirement.of(wk.ARCH, IN, sorted({t.it.arch for t in types})),
+                    Requirement.of(wk.OS, IN, sorted({t.it.os for t in types})),
+                ))
             limits = provisioner_limits(p)
             limit_names = tuple(sorted(limits)) if limits else ()
             usage = self.vec(given.provisioner_usage.get(p.name, Resources()))
