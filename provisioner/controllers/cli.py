@@ -53,7 +53,21 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def build_cloud_provider(settings: ControllerSettings, clock: Clock) -> CloudProvider:
+def kubernetes_version(kube: Any) -> str | None:
+    """The API server's ``gitVersion`` (``v1.36.1``) for AMI lookup; ``None`` when it cannot be read."""
+    api_client = getattr(kube, "api_client", None)
+    if api_client is None:
+        return None
+    try:
+        from kubernetes import client as k8s_client
+
+        return str(k8s_client.VersionApi(api_client).get_code().git_version)
+    except Exception as error:  # an unreachable server fails later, with a clearer message
+        log.warning("Could not read the Kubernetes version: %s", error)
+        return None
+
+
+def build_cloud_provider(settings: ControllerSettings, clock: Clock, kube: Any = None) -> CloudProvider:
     """The cloud provider the settings name: ``fake`` (in memory) or ``aws`` (boto3).
 
     Raises SettingsError when ``aws`` is asked for without a cluster name.
@@ -64,11 +78,12 @@ def build_cloud_provider(settings: ControllerSettings, clock: Clock) -> CloudPro
         return FakeCloudProvider(clock=clock)
     if not settings.cluster_name:
         raise SettingsError("--cluster-name (GROUPLESS_CLUSTER_NAME) is required with --cloud-provider aws")
-    aws: Any = importlib.import_module("provisioner.cloudprovider.aws")
-    factory = getattr(aws, "from_controller_settings", None) or getattr(aws, "build", None)
-    if factory is None:
-        raise SettingsError("the AWS cloud provider is not available in this build")
-    provider: CloudProvider = factory(settings, clock=clock)
+    from provisioner.cloudprovider.aws.provider import AWSCloudProvider
+    from provisioner.cloudprovider.aws.settings import AWSSettings
+
+    aws_settings = AWSSettings.from_controller_settings(settings, kubernetes_version(kube))
+    provider = AWSCloudProvider.from_settings(aws_settings, clock=clock)
+    provider.start()
     return provider
 
 
@@ -227,19 +242,24 @@ class ControllerProcess:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``groupless controller``; returns the exit code (2 for bad settings)."""
+    from provisioner.kube.client import KubeClient
     from provisioner.logging import configure_logging
 
     try:
         settings = from_args(args)
         configure_logging(settings.log_level, settings.log_format)
-        clock = RealClock()
-        cloud = build_cloud_provider(settings, clock)
+        if settings.cloud_provider == "aws" and not settings.cluster_name:
+            raise SettingsError("--cluster-name (GROUPLESS_CLUSTER_NAME) is required with --cloud-provider aws")
     except (SettingsError, ValueError) as error:
         print(f"groupless controller: {error}", file=sys.stderr)
         return 2
-    from provisioner.kube.client import KubeClient
-
-    kube = KubeClient.from_kubeconfig(settings.kubeconfig)
+    clock = RealClock()
+    try:
+        kube = KubeClient.from_kubeconfig(settings.kubeconfig)
+        cloud = build_cloud_provider(settings, clock, kube)
+    except Exception as error:  # no kubeconfig, unreadable credentials, a bad endpoint URL
+        print(f"groupless controller: cannot start: {error}", file=sys.stderr)
+        return 2
     process = ControllerProcess(settings, kube, cloud, clock)
 
     def on_signal(signum: int, frame: Any) -> None:
