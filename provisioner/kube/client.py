@@ -19,7 +19,8 @@ Wire facts followed (Kubernetes API concepts, "Efficient detection of changes" a
   (both 409).
 
 Client-side rate limiting (a token bucket, as client-go's ``QPS``/``Burst``) keeps a burst of
-reconciles from flooding the API server; watches are exempt, as in client-go.
+reconciles from flooding the API server; watches are exempt, as in client-go, and Events
+have a bucket of their own so that a burst of them never delays a Node creation.
 """
 
 from __future__ import annotations
@@ -187,6 +188,8 @@ class KubeClient:
     ) -> None:
         self.api_client = api_client
         self.limiter = TokenBucket(qps, burst)
+        # Events get their own bucket: a burst of Nominated events must not delay Node creation
+        self.event_limiter = TokenBucket(qps, burst)
         self.request_timeout = request_timeout
 
     @classmethod
@@ -235,9 +238,10 @@ class KubeClient:
         query: list[tuple[str, Any]] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        limiter: TokenBucket | None = None,
     ) -> Any:
         """One request; the decoded JSON body, or a typed ApiError."""
-        self.limiter.acquire()
+        (limiter or self.limiter).acquire()
         headers = {"Accept": "application/json", "Content-Type": content_type}
         request = self.api_client.param_serialize(
             method,
@@ -266,6 +270,9 @@ class KubeClient:
             with attempt:
                 return self._request("GET", path, query=query)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _limiter_for(self, kind: str) -> TokenBucket:
+        return self.event_limiter if kind == "Event" else self.limiter
 
     # ------------------------------------------------------------------ KubeAPI
     def get(self, kind: str, name: str, namespace: str | None = None) -> Object:
@@ -346,7 +353,9 @@ class KubeClient:
         res = _resource(kind)
         namespace = (obj.get("metadata") or {}).get("namespace") or ("default" if res.namespaced else None)
         body = {**obj, "apiVersion": res.api_version, "kind": kind}
-        created: Object = self._request("POST", resource_path(kind, None, namespace), body=body)
+        created: Object = self._request(
+            "POST", resource_path(kind, None, namespace), body=body, limiter=self._limiter_for(kind)
+        )
         return _with_kind(created, kind)
 
     def patch(
@@ -359,7 +368,11 @@ class KubeClient:
     ) -> Object:
         content_type = JSON_PATCH if isinstance(patch, list) else MERGE_PATCH
         patched: Object = self._request(
-            "PATCH", resource_path(kind, name, namespace, subresource), body=patch, content_type=content_type
+            "PATCH",
+            resource_path(kind, name, namespace, subresource),
+            body=patch,
+            content_type=content_type,
+            limiter=self._limiter_for(kind),
         )
         return _with_kind(patched, kind)
 

@@ -6,6 +6,7 @@ from provisioner.controllers.provisioning.controller import (
     ProvisioningController,
     ProvisioningSettings,
     ProvisionResult,
+    ReplacementError,
 )
 from provisioner.controllers.provisioning.selection import not_provisionable_reason
 
@@ -16,5 +17,6 @@ __all__ = [
     "ProvisionResult",
     "ProvisioningController",
     "ProvisioningSettings",
+    "ReplacementError",
     "not_provisionable_reason",
 ]

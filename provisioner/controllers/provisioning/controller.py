@@ -42,6 +42,7 @@ from typing import Any
 from provisioner import metrics
 from provisioner.api import labels as wk
 from provisioner.api import nominations as nom
+from provisioner.api.quantity import parse_quantity
 from provisioner.api.types import Provisioner
 from provisioner.clock import Clock
 from provisioner.cloudprovider.types import (
@@ -138,6 +139,10 @@ class ProvisionResult:
     pods: int = 0
 
 
+class ReplacementError(RuntimeError):
+    """Replacement capacity could not be provided for every pod (the message names one and why)."""
+
+
 @dataclass
 class _Backoff:
     failures: int = 0
@@ -175,8 +180,6 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 
 def _capacity(node: Mapping[str, Any]) -> Resources:
-    from provisioner.api.quantity import parse_quantity
-
     status = node.get("status") or {}
     raw = status.get("capacity") or status.get("allocatable") or {}
     values: dict[str, int] = {}
@@ -330,6 +333,22 @@ class ProvisioningController:
             return self._provision(
                 snapshot, pending, frozenset(exclude_nodes), warn_unschedulable=False, nominate=False
             )
+
+    def replace_capacity(self, pods: Sequence[Object], node_name: str) -> list[str]:
+        """The expiration controller's ``Replacer``: :meth:`provision` excluding ``node_name``.
+
+        Returns the created node names (empty: the pods fit existing or in-flight capacity).
+        Raises :class:`ReplacementError` when some pod could not be placed or its launch failed
+        (limits, back-off, no offering), so the caller keeps the node and retries later.
+        """
+        result = self.provision(pods, exclude_nodes={node_name})
+        problems = {**result.unschedulable, **result.failed}
+        if problems:
+            first = sorted(problems.items())[0]
+            raise ReplacementError(
+                f"no replacement capacity for {len(problems)} pod(s) of node {node_name}: {first[0]}: {first[1]}"
+            )
+        return list(result.nodes)
 
     # ------------------------------------------------------------------ nominations
     def _nominated_uids(self, snapshot: Snapshot) -> set[str]:

@@ -1,12 +1,14 @@
 import copy
 import json
 
-from conftest import Cluster, catalog, walkthrough
+import pytest
 
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import LaunchError
-from provisioner.controllers.provisioning import ProvisioningSettings
+from provisioner.controllers.provisioning import ProvisioningSettings, ReplacementError
 from provisioner.kube.api import ApiError
+
+from .harness import Cluster, catalog, walkthrough
 
 
 def flexible_template(cpu="1"):
@@ -205,3 +207,16 @@ def test_provision_for_replacement_excludes_the_node():
     # asked again, the replacement node (in flight, empty) takes the pod: nothing launched
     again = cluster.controller.provision([bound], exclude_nodes={old_name})
     assert again.nodes == () and list(again.placed_existing) == [result.nodes[0]]
+
+
+def test_replace_capacity_raises_when_pods_cannot_be_placed():
+    cluster = Cluster(provisioner=provisioner_with(limits_cpu=2))
+    cluster.pending_pod(template=flexible_template("1"))
+    cluster.controller.reconcile_once()
+    (old,) = cluster.nodes()
+    name = old["metadata"]["name"]
+    (pod,) = cluster.api.list("Pod")[0]
+    bound = cluster.api.bind(pod["metadata"]["name"], "default", name)
+    with pytest.raises(ReplacementError) as err:
+        cluster.controller.replace_capacity([bound], name)
+    assert "default/" in str(err.value) and "limit" in str(err.value)

@@ -2,12 +2,13 @@ import threading
 import time
 
 import pytest
-from conftest import Cluster, walkthrough
 
 from provisioner.api.schemas import load_provisioner
 from provisioner.clock import FakeClock, RealClock
 from provisioner.controllers.provisioning import Batcher, ProvisioningSettings, not_provisionable_reason
 from provisioner.controllers.provisioning.nodes import node_request_id, node_taints, quantity_string
+
+from .harness import Cluster, walkthrough
 
 UNSCHEDULABLE = {
     "phase": "Pending",

@@ -1,0 +1,115 @@
+"""Test harness: a FakeKubeAPI cluster with the walkthrough's Provisioner, a fake cloud, a controller."""
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from provisioner.api import labels as wk
+from provisioner.clock import FakeClock
+from provisioner.cloudprovider.fake import FakeCloudProvider, make_instance_type
+from provisioner.controllers.provisioning import ProvisioningController, ProvisioningSettings
+from provisioner.kube.events import EventRecorder
+from provisioner.kube.fake import FakeKubeAPI
+from provisioner.scheduling.resources import MIB
+from provisioner.state import ClusterState
+
+WALKTHROUGH = Path("/work/shared/walkthrough")
+ZONES = ("ap-south-1a", "ap-south-1b", "ap-south-1c")
+
+
+def walkthrough(name):
+    return yaml.safe_load((WALKTHROUGH / name).read_text())
+
+
+def r6gd_xlarge(**kw):
+    """r6gd.xlarge with issue 3's numbers: capacity 4000m / 30310 MiB / 58 pods, allocatable 3820m / 29217 MiB."""
+    return make_instance_type(
+        "r6gd.xlarge",
+        cpu_milli=4000,
+        memory_bytes=30310 * MIB,
+        pods=58,
+        arch="arm64",
+        zones=ZONES,
+        price={"on-demand": 0.2304, "spot": 0.0691},
+        overhead={"cpu": 180, "memory": (30310 - 29217) * MIB},
+        **kw,
+    )
+
+
+def catalog():
+    return [
+        r6gd_xlarge(),
+        make_instance_type("m5.large", 2000, 7577 * MIB, 29, zones=ZONES, price=0.101, overhead={"cpu": 70}),
+        make_instance_type(
+            "m5.xlarge", 4000, 15300 * MIB, 58, zones=ZONES, price=0.202, overhead={"cpu": 80}
+        ),
+        make_instance_type(
+            "m5.2xlarge", 8000, 30700 * MIB, 58, zones=ZONES, price=0.404, overhead={"cpu": 90}
+        ),
+    ]
+
+
+class Cluster:
+    def __init__(self, settings=None, provisioner=None, instance_types=None):
+        self.clock = FakeClock()
+        self.api = FakeKubeAPI(self.clock)
+        self.cloud = FakeCloudProvider(
+            instance_types if instance_types is not None else catalog(), clock=self.clock
+        )
+        self.recorder = EventRecorder(self.api, clock=self.clock, instance="test")
+        self.state = ClusterState(self.api, self.clock)
+        self.provisioner = self.api.create("Provisioner", provisioner or walkthrough("01-provisioner.yaml"))
+        self.state.resync()
+        self.api.subscribe(self.state.handle)
+        self.controller = ProvisioningController(
+            self.api,
+            self.state,
+            self.cloud,
+            self.clock,
+            self.recorder,
+            settings or ProvisioningSettings(extra_node_annotations={"kwok.x-k8s.io/node": "fake"}),
+        )
+        self.controller.watch_state()
+        self._n = 0
+
+    def pending_pod(self, template=None, name=None, cpu=None):
+        """A pod as kube-scheduler leaves it: PodScheduled=False, reason Unschedulable."""
+        tpl = copy.deepcopy(template or walkthrough("02-inflate-deployment.yaml")["spec"]["template"])
+        self._n += 1
+        meta = tpl.get("metadata", {})
+        meta["name"] = name or f"inflate-{self._n:05d}"
+        meta["namespace"] = "default"
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": "inflate-6b88c9fb68",
+                "uid": "rs-1",
+                "controller": True,
+            }
+        ]
+        if cpu is not None:
+            tpl["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+        pod = {
+            "metadata": meta,
+            "spec": tpl["spec"],
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/0 nodes are available",
+                    }
+                ],
+            },
+        }
+        return self.api.create("Pod", pod)
+
+    def nodes(self):
+        return self.api.list("Node")[0]
+
+
+__all__ = ["Cluster", "catalog", "r6gd_xlarge", "walkthrough", "wk"]
