@@ -1,0 +1,213 @@
+"""Launch templates generated per distinct launch configuration, named by a hash, created once and reused.
+
+Why generated templates: CreateFleet takes its AMI, security groups, user data, instance profile,
+metadata options and disks from a launch template. One template per *distinct* configuration
+(not per launch) keeps the count small and makes reuse safe: the name
+``groupless/<cluster>/<hash>`` is a pure function of the configuration, so every controller
+replica, restart and retry finds the same template, and a changed configuration (new AMI
+release, new labels) gets a new name instead of mutating a template instances depend on.
+Karpenter v0.6.3 did the same (``Karpenter-<cluster>-<hash>``).
+
+Defaults (Karpenter v0.6.3): IMDS endpoint enabled, IPv6 endpoint disabled, hop limit 2,
+IMDSv2 required; root volume 20 GiB gp3, encrypted (Bottlerocket: a 4 GiB OS volume
+``/dev/xvda`` plus a 20 GiB data volume ``/dev/xvdb``, which is the pods' ephemeral storage).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from provisioner.api.quantity import parse_quantity
+from provisioner.api.types import AWSProvider, BlockDeviceMapping, MetadataOptions
+from provisioner.cloudprovider.aws.amis import BOTTLEROCKET
+from provisioner.cloudprovider.aws.errors import error_code, translate
+from provisioner.scheduling.resources import GIB
+
+LAUNCH_TEMPLATE_PREFIX = "groupless"
+GROUPLESS_CLUSTER_TAG = "groupless.dev/cluster"
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchTemplateConfig:
+    """Everything a generated launch template holds. Equal configs share one template."""
+
+    cluster_name: str
+    image_id: str
+    security_group_ids: tuple[str, ...]
+    user_data: str
+    instance_profile: str
+    metadata_options: tuple[tuple[str, Any], ...]
+    block_device_mappings: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]
+    tags: tuple[tuple[str, str], ...]
+
+    @property
+    def name(self) -> str:
+        """``groupless/<cluster>/<first 16 hex of sha256 over the canonical JSON>``."""
+        canonical = json.dumps(
+            {
+                "image": self.image_id,
+                "securityGroups": list(self.security_group_ids),
+                "userData": self.user_data,
+                "instanceProfile": self.instance_profile,
+                "metadata": list(self.metadata_options),
+                "blockDevices": [[d, list(e)] for d, e in self.block_device_mappings],
+                "tags": list(self.tags),
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        digest = hashlib.sha256(f"{self.cluster_name}\n{canonical}".encode()).hexdigest()[:16]
+        return f"{LAUNCH_TEMPLATE_PREFIX}/{self.cluster_name}/{digest}"
+
+    def launch_template_data(self) -> dict[str, Any]:
+        """The ``LaunchTemplateData`` of CreateLaunchTemplate."""
+        profile = (
+            {"Arn": self.instance_profile}
+            if self.instance_profile.startswith("arn:")
+            else {"Name": self.instance_profile}
+        )
+        return {
+            "ImageId": self.image_id,
+            "SecurityGroupIds": list(self.security_group_ids),
+            "UserData": base64.b64encode(self.user_data.encode()).decode(),
+            "IamInstanceProfile": profile,
+            "MetadataOptions": dict(self.metadata_options),
+            "BlockDeviceMappings": [{"DeviceName": d, "Ebs": dict(e)} for d, e in self.block_device_mappings],
+        }
+
+
+def metadata_options(options: MetadataOptions | None) -> tuple[tuple[str, Any], ...]:
+    """EC2 MetadataOptions: v0.6.3's defaults when the block is omitted, unset fields left to EC2."""
+    if options is None:
+        return (
+            ("HttpEndpoint", "enabled"),
+            ("HttpProtocolIpv6", "disabled"),
+            ("HttpPutResponseHopLimit", 2),
+            ("HttpTokens", "required"),
+        )
+    pairs: list[tuple[str, Any]] = []
+    if options.http_endpoint is not None:
+        pairs.append(("HttpEndpoint", options.http_endpoint))
+    if options.http_protocol_ipv6 is not None:
+        pairs.append(("HttpProtocolIpv6", options.http_protocol_ipv6))
+    if options.http_put_response_hop_limit is not None:
+        pairs.append(("HttpPutResponseHopLimit", options.http_put_response_hop_limit))
+    if options.http_tokens is not None:
+        pairs.append(("HttpTokens", options.http_tokens))
+    return tuple(pairs)
+
+
+def _ebs(volume_gib: int) -> tuple[tuple[str, Any], ...]:
+    return (
+        ("DeleteOnTermination", True),
+        ("Encrypted", True),
+        ("VolumeSize", volume_gib),
+        ("VolumeType", "gp3"),
+    )
+
+
+def block_device_mappings(
+    mappings: tuple[BlockDeviceMapping, ...] | None, ami_family: str
+) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    """EC2 BlockDeviceMappings from the Provisioner's, or the family's default disks."""
+    if not mappings:
+        if ami_family == BOTTLEROCKET:
+            return (("/dev/xvda", _ebs(4)), ("/dev/xvdb", _ebs(20)))
+        return (("/dev/xvda", _ebs(20)),)
+    result = []
+    for mapping in mappings:
+        ebs = mapping.ebs
+        fields: dict[str, Any] = {}
+        if ebs is not None:
+            if ebs.volume_size is not None:
+                fields["VolumeSize"] = math.ceil(parse_quantity(ebs.volume_size) / GIB)
+            if ebs.volume_type is not None:
+                fields["VolumeType"] = ebs.volume_type
+            if ebs.iops is not None:
+                fields["Iops"] = ebs.iops
+            if ebs.throughput is not None:
+                fields["Throughput"] = ebs.throughput
+            if ebs.encrypted is not None:
+                fields["Encrypted"] = ebs.encrypted
+            if ebs.kms_key_id is not None:
+                fields["KmsKeyId"] = ebs.kms_key_id
+            if ebs.delete_on_termination is not None:
+                fields["DeleteOnTermination"] = ebs.delete_on_termination
+            if ebs.snapshot_id is not None:
+                fields["SnapshotId"] = ebs.snapshot_id
+        result.append((mapping.device_name, tuple(sorted(fields.items()))))
+    return tuple(result)
+
+
+def ephemeral_storage_bytes(provider: AWSProvider | None, ami_family: str) -> int:
+    """Bytes of the volume pods' ephemeral storage lives on (Bottlerocket: the data volume)."""
+    disks = dict(block_device_mappings(provider.block_device_mappings if provider else None, ami_family))
+    device = "/dev/xvdb" if ami_family == BOTTLEROCKET else "/dev/xvda"
+    chosen = disks.get(device) or (next(iter(disks.values())) if disks else ())
+    size = dict(chosen).get("VolumeSize", 20)
+    return int(size) * GIB
+
+
+class LaunchTemplates:
+    """Ensures generated launch templates exist (describe, create on NotFound), remembering names it has seen."""
+
+    def __init__(self, ec2: Any) -> None:
+        self._ec2 = ec2
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+
+    def ensure(self, config: LaunchTemplateConfig, tags: Mapping[str, str]) -> str:
+        """The template name for ``config``, created (tagged with ``tags``) if it does not exist.
+
+        Raises ConfigurationError/LaunchError from the botocore error.
+        """
+        name = config.name
+        with self._lock:
+            if name in self._known:
+                return name
+        try:
+            self._ec2.describe_launch_templates(LaunchTemplateNames=[name])
+        except ClientError as error:
+            if error_code(error) not in (
+                "InvalidLaunchTemplateName.NotFoundException",
+                "InvalidLaunchTemplateId.NotFound",
+            ):
+                raise translate(error, f"describing launch template {name}") from error
+            self._create(name, config, tags)
+        except BotoCoreError as error:
+            raise translate(error, f"describing launch template {name}") from error
+        with self._lock:
+            self._known.add(name)
+        return name
+
+    def _create(self, name: str, config: LaunchTemplateConfig, tags: Mapping[str, str]) -> None:
+        try:
+            self._ec2.create_launch_template(
+                LaunchTemplateName=name,
+                LaunchTemplateData=config.launch_template_data(),
+                TagSpecifications=[
+                    {
+                        "ResourceType": "launch-template",
+                        "Tags": [{"Key": k, "Value": v} for k, v in sorted(tags.items())],
+                    }
+                ],
+            )
+        except ClientError as error:
+            if error_code(error) == "InvalidLaunchTemplateName.AlreadyExistsException":
+                return  # another replica created it first: same name, same content
+            raise translate(error, f"creating launch template {name}") from error
+        except BotoCoreError as error:
+            raise translate(error, f"creating launch template {name}") from error
+
+    def forget(self) -> None:
+        with self._lock:
+            self._known.clear()

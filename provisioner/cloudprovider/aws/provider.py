@@ -1,0 +1,636 @@
+"""The CloudProvider on EC2 via boto3: instance types from EC2's catalog, launches through CreateFleet.
+
+Why this shape: every decision (offering choice, launch template content, fleet request,
+catalog conversion) lives in a pure module next to this one and is tested without AWS; this
+class only fetches, caches and sends, and translates botocore errors into the typed errors of
+:mod:`provisioner.cloudprovider.types` at the boundary (``raise ... from`` the botocore error).
+
+Caches (all on the injected clock): subnets and security groups per selector (60 s), the raw
+instance-type catalog and zone offerings (5 min), converted instance types per (zones,
+kubelet, storage, prices, unavailable offerings), AMI parameters (5 min), launch template names
+(for the process), and offerings that failed with insufficient capacity (3 min).
+
+Idempotency of ``create``: before launching, instances tagged
+``groupless.dev/node-request=<id>`` (and owned by this cluster) that are pending or running are
+looked up and returned; the CreateFleet ``ClientToken`` is derived from the request and its
+overrides. moto ignores ClientToken, so the look-up is what the tests exercise.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from provisioner.api import labels as wk
+from provisioner.api.types import AWSProvider, Provisioner
+from provisioner.clock import Clock, RealClock, rfc3339
+from provisioner.cloudprovider.aws import amis
+from provisioner.cloudprovider.aws.amis import AMIResolver, parameter_name, variant_of
+from provisioner.cloudprovider.aws.catalog import DEFAULT_MAX_PODS, instance_types_from_ec2
+from provisioner.cloudprovider.aws.errors import UNFULFILLABLE_CAPACITY_CODES, is_throttling, translate
+from provisioner.cloudprovider.aws.fleet import (
+    FleetResult,
+    Override,
+    build_create_fleet_input,
+    parse_create_fleet_output,
+)
+from provisioner.cloudprovider.aws.launchtemplates import (
+    GROUPLESS_CLUSTER_TAG,
+    LaunchTemplateConfig,
+    LaunchTemplates,
+    block_device_mappings,
+    ephemeral_storage_bytes,
+    metadata_options,
+)
+from provisioner.cloudprovider.aws.pricing import PricingProvider, pricing_region
+from provisioner.cloudprovider.aws.settings import AWSSettings
+from provisioner.cloudprovider.aws.userdata import make_bootstrap, user_data
+from provisioner.cloudprovider.offerings import UnavailableOfferings, candidates, choose_capacity_type
+from provisioner.cloudprovider.types import (
+    ConfigurationError,
+    InstanceTypeList,
+    InsufficientCapacityError,
+    LaunchError,
+    Machine,
+    MachineList,
+    NodeRequest,
+    NotFoundError,
+)
+from provisioner.scheduling.instancetypes import InstanceType
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Instance states that count as "this node exists".
+LIVE_STATES = ("pending", "running", "stopping", "stopped")
+
+
+class RawCatalog:
+    """DescribeInstanceTypes + DescribeInstanceTypeOfferings answers and when they were fetched.
+
+    Several providers of one account may share one (a catalog is ~1,400 types and ~2,000
+    zone offerings per region, seconds to fetch); the provider refreshes it after its TTL.
+    """
+
+    def __init__(self) -> None:
+        self.fetched_at: float | None = None
+        self.types: list[dict[str, Any]] = []
+        self.offerings: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Subnet:
+    subnet_id: str
+    zone: str
+    available_ips: int
+
+
+def parse_provider_id(provider_id: str) -> tuple[str, str]:
+    """``(zone, instance id)`` of ``aws:///<zone>/<instance-id>``; NotFoundError when malformed."""
+    prefix = "aws:///"
+    if not provider_id.startswith(prefix):
+        raise NotFoundError(f"provider ID {provider_id!r} is not an AWS provider ID (aws:///<zone>/<id>)")
+    zone, _, instance_id = provider_id[len(prefix) :].partition("/")
+    if not instance_id.startswith("i-"):
+        raise NotFoundError(f"provider ID {provider_id!r} names no instance")
+    return zone, instance_id
+
+
+def selector_filters(selector: Mapping[str, str]) -> list[dict[str, Any]]:
+    """EC2 ``Filters`` for a tag selector: ``k: "*"`` -> ``tag-key=k``, ``k: v`` -> ``tag:k=v`` (v0.6.3)."""
+    filters: list[dict[str, Any]] = []
+    for key, value in sorted(selector.items()):
+        if value == "*":
+            filters.append({"Name": "tag-key", "Values": [key]})
+        else:
+            filters.append({"Name": f"tag:{key}", "Values": [v.strip() for v in value.split(",")]})
+    return filters
+
+
+class AWSCloudProvider:
+    """CloudProvider over EC2/SSM/Pricing (see the module docstring).
+
+    Build with :meth:`from_settings` (clients from a boto3 session, ``endpoint_url`` honoured),
+    or pass clients directly (tests pass Stubber-wrapped ones). Call :meth:`start` to refresh
+    prices in the background.
+    """
+
+    def __init__(
+        self,
+        settings: AWSSettings,
+        ec2: Any,
+        ssm: Any,
+        pricing: Any | None = None,
+        clock: Clock | None = None,
+        catalog: RawCatalog | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock: Clock = clock or RealClock()
+        self._ec2 = ec2
+        self.unavailable = UnavailableOfferings(self.clock)
+        self.amis = AMIResolver(ssm, self.clock)
+        self.launch_templates = LaunchTemplates(ec2)
+        self.pricing = PricingProvider(
+            settings.region,
+            ec2,
+            pricing if settings.pricing_api else None,
+            self.clock,
+            settings.pricing_file,
+            settings.on_demand_refresh_interval,
+            settings.spot_refresh_interval,
+        )
+        self._lock = threading.Lock()
+        self._subnets: dict[tuple[tuple[str, str], ...], tuple[float, list[Subnet]]] = {}
+        self._security_groups: dict[tuple[tuple[str, str], ...], tuple[float, list[str]]] = {}
+        self.catalog = catalog or RawCatalog()
+        self._converted: dict[Any, list[InstanceType]] = {}
+
+    @classmethod
+    def from_settings(
+        cls, settings: AWSSettings, session: boto3.session.Session | None = None, clock: Clock | None = None
+    ) -> AWSCloudProvider:
+        """Clients from ``session`` (default: a new one) in ``settings.region``, retries in standard mode."""
+        session = session or boto3.session.Session()
+        config = Config(retries={"max_attempts": 5, "mode": "standard"}, user_agent_extra="groupless")
+        kwargs: dict[str, Any] = {"region_name": settings.region, "config": config}
+        if settings.endpoint_url:
+            kwargs["endpoint_url"] = settings.endpoint_url
+        ec2 = session.client("ec2", **kwargs)
+        ssm = session.client("ssm", **kwargs)
+        pricing = None
+        if settings.pricing_api:
+            pricing_kwargs = dict(kwargs, region_name=pricing_region(settings.region))
+            pricing = session.client("pricing", **pricing_kwargs)
+        return cls(settings, ec2, ssm, pricing, clock)
+
+    def start(self) -> None:
+        """Start the background price refresh."""
+        self.pricing.start()
+
+    def stop(self) -> None:
+        self.pricing.stop()
+
+    # ------------------------------------------------------------------ helpers
+    def _call(self, action: str, fn: Callable[[], T], attempts: int = 4) -> T:
+        """``fn()`` retried on throttling with exponential backoff (0.5 s .. 8 s on the clock).
+
+        Raises the translated typed error from the last botocore error.
+        """
+        retrying = Retrying(
+            retry=retry_if_exception(is_throttling),
+            stop=stop_after_attempt(attempts),
+            wait=wait_exponential(multiplier=0.5, max=8),
+            sleep=self.clock.sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(fn)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, action) from error
+        except RetryError as error:  # pragma: no cover - reraise=True re-raises the last error
+            raise LaunchError(f"{action}: {error}") from error
+
+    def _provider(self, provisioner: Provisioner) -> AWSProvider:
+        provider = provisioner.spec.provider
+        if provider is None:
+            raise ConfigurationError(f"provisioner {provisioner.name} has no spec.provider")
+        return provider
+
+    def subnets(self, provisioner: Provisioner) -> list[Subnet]:
+        """Subnets the Provisioner's ``subnetSelector`` finds (cached 60 s); ConfigurationError when none."""
+        provider = self._provider(provisioner)
+        selector = provider.subnet_selector_map
+        if not selector:
+            raise ConfigurationError(
+                f"provisioner {provisioner.name}: spec.provider.subnetSelector is required"
+            )
+        key = tuple(sorted(selector.items()))
+        now = self.clock.monotonic()
+        with self._lock:
+            cached = self._subnets.get(key)
+        if cached is not None and now - cached[0] < self.settings.subnets_ttl:
+            return cached[1]
+
+        def describe() -> list[dict[str, Any]]:
+            paginator = self._ec2.get_paginator("describe_subnets")
+            out: list[dict[str, Any]] = []
+            for page in paginator.paginate(Filters=selector_filters(selector)):
+                out.extend(page.get("Subnets", []))
+            return out
+
+        raw = self._call("describing subnets", describe)
+        subnets = sorted(
+            (
+                Subnet(s["SubnetId"], s["AvailabilityZone"], int(s.get("AvailableIpAddressCount", 0)))
+                for s in raw
+            ),
+            key=lambda s: (s.zone, -s.available_ips, s.subnet_id),
+        )
+        if not subnets:
+            raise ConfigurationError(f"no subnets matched selector {selector}")
+        with self._lock:
+            self._subnets[key] = (now, subnets)
+        return subnets
+
+    def security_groups(self, provisioner: Provisioner) -> list[str]:
+        """IDs of every security group the ``securityGroupSelector`` finds; ConfigurationError when none."""
+        selector = self._provider(provisioner).security_group_selector_map
+        if not selector:
+            raise ConfigurationError(
+                f"provisioner {provisioner.name}: spec.provider.securityGroupSelector is required without launchTemplate"
+            )
+        key = tuple(sorted(selector.items()))
+        now = self.clock.monotonic()
+        with self._lock:
+            cached = self._security_groups.get(key)
+        if cached is not None and now - cached[0] < self.settings.subnets_ttl:
+            return cached[1]
+
+        def describe() -> list[str]:
+            paginator = self._ec2.get_paginator("describe_security_groups")
+            ids: list[str] = []
+            for page in paginator.paginate(Filters=selector_filters(selector)):
+                ids.extend(g["GroupId"] for g in page.get("SecurityGroups", []))
+            return sorted(set(ids))
+
+        groups = self._call("describing security groups", describe)
+        if not groups:
+            raise ConfigurationError(f"no security groups exist given constraints {selector}")
+        with self._lock:
+            self._security_groups[key] = (now, groups)
+        return groups
+
+    def _raw_catalog(self) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]]:
+        catalog = self.catalog
+        with catalog.lock:  # one fetch at a time; others wait for its answer
+            now = self.clock.monotonic()
+            if catalog.fetched_at is not None and now - catalog.fetched_at < self.settings.instance_types_ttl:
+                return catalog.fetched_at, catalog.types, catalog.offerings
+
+            def describe_types() -> list[dict[str, Any]]:
+                out: list[dict[str, Any]] = []
+                for page in self._ec2.get_paginator("describe_instance_types").paginate():
+                    out.extend(page.get("InstanceTypes", []))
+                return out
+
+            def describe_offerings() -> list[dict[str, Any]]:
+                out: list[dict[str, Any]] = []
+                paginator = self._ec2.get_paginator("describe_instance_type_offerings")
+                for page in paginator.paginate(LocationType="availability-zone"):
+                    out.extend(page.get("InstanceTypeOfferings", []))
+                return out
+
+            catalog.types = self._call("describing instance types", describe_types)
+            catalog.offerings = self._call("describing instance type offerings", describe_offerings)
+            catalog.fetched_at = now
+            return now, catalog.types, catalog.offerings
+
+    # ------------------------------------------------------------------ protocol
+    def get_instance_types(self, provisioner: Provisioner) -> InstanceTypeList:
+        """Instance types offered in the zones of the Provisioner's subnets, priced, ICE-marked, sorted by name.
+
+        Raises ConfigurationError (no subnets, bad kubelet quantities), LaunchError (EC2 failed).
+        """
+        provider = self._provider(provisioner)
+        zones = frozenset(s.zone for s in self.subnets(provisioner))
+        fetched_at, types, offerings = self._raw_catalog()
+        family = provider.ami_family or amis.DEFAULT_AMI_FAMILY
+        storage = ephemeral_storage_bytes(provider, family)
+        kubelet = provisioner.spec.kubelet_configuration
+        book = self.pricing.book()
+        unavailable = self.unavailable.snapshot()
+        key = (
+            fetched_at,
+            zones,
+            kubelet,
+            storage,
+            id(book),
+            unavailable,
+            self.settings.eni_limited_pod_density,
+        )
+        with self._lock:
+            cached = self._converted.get(key)
+        if cached is not None:
+            return list(cached)
+        try:
+            result = instance_types_from_ec2(
+                types,
+                offerings,
+                book,
+                kubelet,
+                self.settings.eni_limited_pod_density,
+                zones=zones,
+                unavailable=unavailable,
+                ephemeral_storage_bytes=storage,
+            )
+        except ValueError as error:
+            raise ConfigurationError(
+                f"provisioner {provisioner.name}: kubeletConfiguration: {error}"
+            ) from error
+        with self._lock:
+            if len(self._converted) > 64:
+                self._converted.clear()
+            self._converted[key] = result
+        return list(result)
+
+    def create(self, request: NodeRequest) -> Machine:
+        """Launch one instance for ``request`` through CreateFleet (see the module docstring).
+
+        Raises InsufficientCapacityError (every override failed for capacity; the offerings
+        are then unavailable for 3 minutes), ConfigurationError, LaunchError.
+        """
+        existing = self._find_by_request(request.id)
+        if existing is not None:
+            log.info(
+                "Found instance %s already launched for node request %s", existing.instance_id, request.id
+            )
+            return existing
+        provisioner = request.provisioner
+        provider = self._provider(provisioner)
+        options = list(request.instance_type_options)
+        if not options:
+            raise LaunchError(f"node request {request.id} has no instance type options")
+        subnets = self.subnets(provisioner)
+        subnet_by_zone: dict[str, Subnet] = {}
+        for subnet in subnets:
+            subnet_by_zone.setdefault(subnet.zone, subnet)
+        capacity_type = choose_capacity_type(options, request.requirements, self.unavailable)
+        chosen = [
+            c
+            for c in candidates(options, request.requirements, capacity_type, self.unavailable)
+            if c.offering.zone in subnet_by_zone
+        ]
+        if not chosen:
+            raise InsufficientCapacityError(
+                f"no available {capacity_type} offering of [{', '.join(t.name for t in options)}] "
+                "in the allowed zones with a subnet",
+            )
+        templates = self._launch_templates(
+            request, provider, capacity_type, {c.instance_type.name for c in chosen}
+        )
+        overrides = [
+            Override(
+                launch_template=templates[c.instance_type.name],
+                instance_type=c.instance_type.name,
+                zone=c.offering.zone,
+                subnet_id=subnet_by_zone[c.offering.zone].subnet_id,
+            )
+            for c in sorted(chosen, key=lambda c: (c.offering.price, c.index, c.offering.zone))
+            if c.instance_type.name in templates
+        ]
+        tags = self._instance_tags(request)
+        fleet_input = build_create_fleet_input(request.id, capacity_type, overrides, tags)
+        response = self._call("creating fleet", lambda: self._ec2.create_fleet(**fleet_input))
+        result = parse_create_fleet_output(response, capacity_type, {s.subnet_id: s.zone for s in subnets})
+        instance = self._first_instance(request, result)
+        machine = self._describe_launched(instance.instance_id, request)
+        log.info(
+            "Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s",
+            machine.instance_id,
+            machine.name,
+            machine.instance_type,
+            machine.zone,
+            machine.capacity_type,
+        )
+        return machine
+
+    def delete(self, provider_id: str) -> None:
+        """Terminate the instance; already gone (or not an AWS ID) is success. Raises LaunchError."""
+        try:
+            _, instance_id = parse_provider_id(provider_id)
+        except NotFoundError:
+            log.warning("Not terminating %s: not an AWS provider ID", provider_id)
+            return
+        try:
+            self._call(
+                "terminating instance", lambda: self._ec2.terminate_instances(InstanceIds=[instance_id])
+            )
+        except NotFoundError:
+            return
+        log.info("Terminated instance %s", instance_id)
+
+    def get(self, provider_id: str) -> Machine:
+        """The instance; NotFoundError when it does not exist or is terminated."""
+        _, instance_id = parse_provider_id(provider_id)
+        response = self._call(
+            f"describing instance {instance_id}",
+            lambda: self._ec2.describe_instances(InstanceIds=[instance_id]),
+        )
+        for reservation in response.get("Reservations", []):
+            for instance in reservation.get("Instances", []):
+                if instance.get("State", {}).get("Name") == "terminated":
+                    raise NotFoundError(f"instance {instance_id} is terminated")
+                return self.machine_from_instance(instance)
+        raise NotFoundError(f"instance {instance_id} not found")
+
+    def list(self) -> MachineList:
+        """Live instances owned by this cluster and launched for a Provisioner, sorted by provider ID."""
+        filters = [
+            {"Name": f"tag:kubernetes.io/cluster/{self.settings.cluster_name}", "Values": ["owned"]},
+            {"Name": "tag-key", "Values": [wk.PROVISIONER_NAME]},
+            {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+        ]
+
+        def describe() -> list[dict[str, Any]]:
+            out: list[dict[str, Any]] = []
+            for page in self._ec2.get_paginator("describe_instances").paginate(Filters=filters):
+                for reservation in page.get("Reservations", []):
+                    out.extend(reservation.get("Instances", []))
+            return out
+
+        instances = self._call("listing instances", describe)
+        return sorted((self.machine_from_instance(i) for i in instances), key=lambda m: m.provider_id)
+
+    # ------------------------------------------------------------------ launch internals
+    def _instance_tags(self, request: NodeRequest) -> dict[str, str]:
+        provisioner = request.provisioner
+        tags = {
+            "Name": f"{wk.PROVISIONER_NAME}/{provisioner.name}",
+            wk.PROVISIONER_NAME: provisioner.name,
+            f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
+            GROUPLESS_CLUSTER_TAG: self.settings.cluster_name,
+        }
+        if provisioner.spec.provider is not None:
+            tags.update(provisioner.spec.provider.tags_map)  # user tags win (v0.6.3)
+        tags[wk.NODE_REQUEST_TAG] = request.id  # never overridable: idempotency depends on it
+        return tags
+
+    def _launch_templates(
+        self, request: NodeRequest, provider: AWSProvider, capacity_type: str, names: set[str]
+    ) -> dict[str, str]:
+        """Instance type name -> launch template name, for every option that has an image.
+
+        A user ``launchTemplate`` is used as is for all. ConfigurationError when no option
+        has an image (naming the missing parameters) or settings are missing.
+        """
+        if provider.launch_template:
+            return dict.fromkeys(names, provider.launch_template)
+        settings = self.settings
+        profile = provider.instance_profile or settings.default_instance_profile
+        if not profile:
+            raise ConfigurationError(
+                "neither spec.provider.instanceProfile nor --aws-default-instance-profile is specified"
+            )
+        family = provider.ami_family or amis.DEFAULT_AMI_FAMILY
+        security_groups = tuple(self.security_groups(request.provisioner))
+        kubelet = request.provisioner.spec.kubelet_configuration
+        max_pods: int | None = None
+        if kubelet is not None and kubelet.max_pods is not None:
+            max_pods = kubelet.max_pods
+        elif not settings.eni_limited_pod_density:
+            max_pods = DEFAULT_MAX_PODS
+        labels = {**request.labels, wk.CAPACITY_TYPE: capacity_type}
+        bootstrap = make_bootstrap(
+            settings.cluster_name,
+            settings.cluster_endpoint,
+            settings.cluster_ca_bundle,
+            settings.service_cidr,
+            labels,
+            request.taints,
+            max_pods=max_pods,
+            cluster_dns=settings.cluster_dns,
+            kubelet=kubelet,
+        )
+        data = user_data(family, bootstrap)
+        lt_tags = {
+            f"kubernetes.io/cluster/{settings.cluster_name}": "owned",
+            GROUPLESS_CLUSTER_TAG: settings.cluster_name,
+            **provider.tags_map,
+        }
+        result: dict[str, str] = {}
+        missing: list[str] = []
+        by_type = {t.name: t for t in request.instance_type_options}
+        for name in sorted(names):
+            instance_type = by_type[name]
+            parameter = parameter_name(
+                family, instance_type.arch, variant_of(instance_type), settings.kubernetes_minor
+            )
+            try:
+                image_id = self.amis.image_id(parameter)
+            except ConfigurationError as error:
+                missing.append(str(error))
+                continue
+            config = LaunchTemplateConfig(
+                cluster_name=settings.cluster_name,
+                image_id=image_id,
+                security_group_ids=security_groups,
+                user_data=data,
+                instance_profile=profile,
+                metadata_options=metadata_options(provider.metadata_options),
+                block_device_mappings=block_device_mappings(provider.block_device_mappings, family),
+                tags=tuple(sorted(lt_tags.items())),
+            )
+            result[name] = self.launch_templates.ensure(config, lt_tags)
+        if not result:
+            raise ConfigurationError("; ".join(sorted(set(missing))))
+        return result
+
+    def _first_instance(self, request: NodeRequest, result: FleetResult) -> Any:
+        capacity_errors = [
+            e for e in result.errors if e.code in UNFULFILLABLE_CAPACITY_CODES and e.instance_type
+        ]
+        self.unavailable.mark_all(e.offering for e in capacity_errors)
+        if result.instances:
+            if result.errors:
+                log.info(
+                    "Launched 1 instance for node request %s with fleet error(s) on other offerings: %s",
+                    request.id,
+                    "; ".join(
+                        f"{e.instance_type}/{e.zone}/{e.capacity_type}: {e.code}" for e in result.errors
+                    ),
+                )
+            return result.instances[0]
+        described = "; ".join(
+            f"{e.instance_type or '?'}/{e.zone or '?'}/{e.capacity_type}: {e.code} {e.message}".strip()
+            for e in result.errors
+        )
+        if capacity_errors and len(capacity_errors) == len(result.errors):
+            raise InsufficientCapacityError(
+                f"insufficient capacity for node request {request.id}: {described}",
+                sorted({e.offering for e in capacity_errors}),
+            )
+        raise LaunchError(
+            f"creating fleet for node request {request.id} launched nothing: {described or 'no errors'}"
+        )
+
+    def _describe_launched(self, instance_id: str, request: NodeRequest) -> Machine:
+        """DescribeInstances until the instance has a private DNS name (``describe_attempts`` tries)."""
+        last: Machine | None = None
+        for attempt in range(max(1, self.settings.describe_attempts)):
+            try:
+                machine = self.get(f"aws:///unknown/{instance_id}")
+            except NotFoundError:
+                machine = None  # eventual consistency: a new ID may not be visible yet
+            if machine is not None:
+                last = machine
+                if machine.name:
+                    return machine
+            if attempt + 1 < self.settings.describe_attempts:
+                self.clock.sleep(self.settings.describe_interval)
+        if last is not None:
+            raise LaunchError(f"instance {instance_id} for node request {request.id} has no private DNS name")
+        raise LaunchError(
+            f"instance {instance_id} for node request {request.id} is not visible in DescribeInstances"
+        )
+
+    def _find_by_request(self, request_id: str) -> Machine | None:
+        filters = [
+            {"Name": f"tag:{wk.NODE_REQUEST_TAG}", "Values": [request_id]},
+            {"Name": f"tag:kubernetes.io/cluster/{self.settings.cluster_name}", "Values": ["owned"]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ]
+        response = self._call(
+            "looking up instances of the node request", lambda: self._ec2.describe_instances(Filters=filters)
+        )
+        found = [i for r in response.get("Reservations", []) for i in r.get("Instances", [])]
+        if not found:
+            return None
+        found.sort(key=lambda i: str(i.get("InstanceId")))
+        return self.machine_from_instance(found[0])
+
+    # ------------------------------------------------------------------ conversion
+    @staticmethod
+    def machine_from_instance(instance: Mapping[str, Any]) -> Machine:
+        """A :class:`Machine` from a DescribeInstances ``Instances`` item."""
+        instance_id = str(instance["InstanceId"])
+        zone = str(instance.get("Placement", {}).get("AvailabilityZone", ""))
+        tags = {t["Key"]: t["Value"] for t in instance.get("Tags", []) or []}
+        spot = instance.get("InstanceLifecycle") == "spot" or bool(instance.get("SpotInstanceRequestId"))
+        capacity_type = wk.CAPACITY_TYPE_SPOT if spot else wk.CAPACITY_TYPE_ON_DEMAND
+        arch = {"x86_64": "amd64", "arm64": "arm64"}.get(str(instance.get("Architecture", "")), "")
+        labels = {
+            wk.INSTANCE_TYPE: str(instance.get("InstanceType", "")),
+            wk.ZONE: zone,
+            wk.CAPACITY_TYPE: capacity_type,
+            wk.OS: "linux",
+        }
+        if arch:
+            labels[wk.ARCH] = arch
+        launch_time = instance.get("LaunchTime")
+        return Machine(
+            provider_id=f"aws:///{zone}/{instance_id}",
+            instance_id=instance_id,
+            name=str(instance.get("PrivateDnsName", "") or "").lower(),
+            instance_type=str(instance.get("InstanceType", "")),
+            zone=zone,
+            capacity_type=capacity_type,
+            labels=labels,
+            state=str(instance.get("State", {}).get("Name", "")),
+            launch_time=rfc3339(launch_time.timestamp()) if isinstance(launch_time, datetime) else None,
+            node_request_id=tags.get(wk.NODE_REQUEST_TAG),
+            provisioner_name=tags.get(wk.PROVISIONER_NAME),
+        )
+
+
+__all__ = ["AWSCloudProvider", "RawCatalog", "Subnet", "parse_provider_id", "selector_filters"]

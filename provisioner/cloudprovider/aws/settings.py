@@ -1,0 +1,75 @@
+"""Settings of the AWS cloud provider, one frozen value built once at start-up.
+
+Why a separate value from the controller's settings: the provider is also built by tests and by
+``groupless plan`` without a controller; it needs only what is here. Field names follow
+Karpenter v0.6.3's flags (``CLUSTER_NAME``, ``CLUSTER_ENDPOINT``, ``AWS_DEFAULT_INSTANCE_PROFILE``,
+``AWS_ENI_LIMITED_POD_DENSITY``) plus what AL2023's nodeadm needs (CA bundle, service CIDR).
+Durations are seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: The Kubernetes minor the AMI parameters are looked up for when the caller does not say
+#: (the controller should pass the API server's ``major.minor``).
+DEFAULT_KUBERNETES_VERSION = "1.36"
+
+
+@dataclass(frozen=True, slots=True)
+class AWSSettings:
+    """Everything the AWS provider needs besides its clients.
+
+    ``cluster_ca_bundle`` is the base64 PEM of the cluster CA (``--b64-cluster-ca``);
+    ``service_cidr`` the cluster's Service CIDR (nodeadm requires it; EKS's default is
+    ``10.100.0.0/16``); ``endpoint_url`` points every client at another endpoint (a moto
+    server); ``pricing_file`` overrides prices (``--pricing-file``); ``pricing_api`` turns the
+    Pricing API on (off: static table and spot history only).
+    """
+
+    cluster_name: str
+    cluster_endpoint: str = ""
+    cluster_ca_bundle: str = ""
+    region: str = "ap-south-1"
+    endpoint_url: str | None = None
+    default_instance_profile: str | None = None
+    eni_limited_pod_density: bool = True
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
+    service_cidr: str = "10.100.0.0/16"
+    cluster_dns: str | None = None
+    pricing_file: str | None = None
+    pricing_api: bool = True
+    instance_types_ttl: float = 300.0
+    subnets_ttl: float = 60.0
+    on_demand_refresh_interval: float = 12 * 3600.0
+    spot_refresh_interval: float = 600.0
+    describe_attempts: int = 6
+    describe_interval: float = 1.0
+
+    @property
+    def kubernetes_minor(self) -> str:
+        """``major.minor`` of ``kubernetes_version`` (``v1.36.3`` -> ``1.36``)."""
+        parts = self.kubernetes_version.lstrip("v").split(".")
+        return ".".join(parts[:2])
+
+    @classmethod
+    def from_controller_settings(cls, settings: Any, kubernetes_version: str | None = None) -> AWSSettings:
+        """From ``provisioner.settings.ControllerSettings`` (read by attribute name; missing ones default)."""
+
+        def get(name: str, default: Any) -> Any:
+            value = getattr(settings, name, default)
+            return default if value is None or value == "" else value
+
+        return cls(
+            cluster_name=str(get("cluster_name", "")),
+            cluster_endpoint=str(get("cluster_endpoint", "")),
+            cluster_ca_bundle=str(get("cluster_ca_bundle", "")),
+            region=str(get("aws_region", "ap-south-1")),
+            endpoint_url=get("aws_endpoint_url", None),
+            default_instance_profile=get("default_instance_profile", None),
+            eni_limited_pod_density=bool(get("eni_limited_pod_density", True)),
+            kubernetes_version=kubernetes_version
+            or str(get("kubernetes_version", DEFAULT_KUBERNETES_VERSION)),
+            pricing_file=get("pricing_file", None),
+        )
