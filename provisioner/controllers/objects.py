@@ -5,8 +5,9 @@ patch what they read. These helpers never raise on odd objects: a missing field 
 "absent", a malformed timestamp as unknown, so a controller skips rather than crashes.
 
 Sources for the pod classes: Karpenter v0.6.3 ``pkg/utils/pod`` (``IsOwnedByDaemonSet``,
-``IsOwnedByNode``, ``IsTerminal``, ``IsTerminating``, ``ToleratesUnschedulableTaint``) and
-the kubelet's mirror-pod annotation ``kubernetes.io/config.mirror``.
+``IsOwnedByNode``, ``IsTerminal``, ``IsTerminating``, ``ToleratesUnschedulableTaint``); the
+DaemonSet/static/terminal rules are the solver's own (:mod:`provisioner.scheduling.pods`), so
+the provisioning engine and the lifecycle controllers classify pods alike.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from provisioner.api.labels import DO_NOT_EVICT_ANNOTATION, PROVISIONER_NAME
 from provisioner.clock import Clock, parse_rfc3339
 from provisioner.cloudprovider.types import CloudProvider
 from provisioner.kube.api import KubeAPI, NotFoundError, Object
+from provisioner.scheduling import pods as podspec
 
 log = logging.getLogger(__name__)
 
-MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
 
@@ -203,18 +204,26 @@ def ready_since(node: Object) -> float | None:
 
 # ---- pods -------------------------------------------------------------------------------------
 
+def _safely(check: Callable[[Object], bool], pod: Object) -> bool:
+    try:
+        return check(pod)
+    except ValueError:  # a malformed field reads as "no": skip rather than crash
+        return False
+
+
 def is_daemonset_pod(pod: Object) -> bool:
-    return "DaemonSet" in owner_kinds(pod)
+    """Owned by a DaemonSet (the solver's rule, :func:`provisioner.scheduling.pods.is_daemonset_pod`)."""
+    return _safely(podspec.is_daemonset_pod, pod)
 
 
 def is_static_pod(pod: Object) -> bool:
     """A static/mirror pod: owned by its Node, or carrying the kubelet's mirror annotation."""
-    return "Node" in owner_kinds(pod) or MIRROR_POD_ANNOTATION in annotations_of(pod)
+    return _safely(podspec.is_static_pod, pod)
 
 
 def is_terminal(pod: Object) -> bool:
     """Phase Succeeded or Failed: the pod holds nothing any more."""
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    return _safely(podspec.is_terminal, pod)
 
 
 def is_terminating(pod: Object) -> bool:
