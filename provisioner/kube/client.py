@@ -386,10 +386,9 @@ class KubeClient:
         return _with_kind(replaced, kind)
 
     def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
+        # DeleteOptions as query parameters: valid for every group, no body version to get wrong
         self._request(
-            "DELETE",
-            resource_path(kind, name, namespace),
-            body={"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"},
+            "DELETE", resource_path(kind, name, namespace), query=[("propagationPolicy", "Background")]
         )
 
     def evict(self, name: str, namespace: str) -> None:

@@ -317,6 +317,10 @@ class ProvisioningController:
         existing capacity other than the excluded nodes launch nothing. Returns the created
         node names in :attr:`ProvisionResult.nodes`.
         """
+        if not self.state.synced():
+            return ProvisionResult(
+                failed={_key(p): "the cluster state is not synced yet" for p in pods}, pods=len(pods)
+            )
         with self._round_lock:
             snapshot = self.state.snapshot()
             pending = []

@@ -153,7 +153,7 @@ def test_get_create_patch_delete(server, kube):
 
     server.routes[("DELETE", "/api/v1/nodes/n1")] = (200, {"kind": "Status", "status": "Success"})
     kube.delete("Node", "n1")
-    assert json.loads(server.requests[-1]["body"])["propagationPolicy"] == "Background"
+    assert server.requests[-1]["query"] == "propagationPolicy=Background"
 
     with pytest.raises(NotFoundError):
         kube.get("Node", "absent")
