@@ -212,6 +212,10 @@ class ControllerProcess:
             thread.start()
             self.threads.append(thread)
 
+    def _start_leading_async(self) -> None:
+        thread = threading.Thread(target=self.start_leading, name="start-leading", daemon=True)
+        thread.start()
+
     def stop_leading(self) -> None:
         if not self.stop.is_set():
             self.lost_lease = True
@@ -230,7 +234,8 @@ class ControllerProcess:
             )
             log.info("Waiting for lease %s/%s as %s", self.settings.lease_namespace, self.settings.lease_name,
                      self.identity)
-            elector.run(self.stop, self.start_leading, self.stop_leading)
+            # start in a thread: syncing a large cluster must not hold up the lease renewals
+            elector.run(self.stop, self._start_leading_async, self.stop_leading)
         else:
             self.start_leading()
             self.stop.wait()
@@ -269,4 +274,9 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     log.info("Starting groupless controller (pid %d, cloud provider %s)", os.getpid(), settings.cloud_provider)
-    return process.run()
+    try:
+        return process.run()
+    finally:
+        stop = getattr(cloud, "stop", None)
+        if stop is not None:
+            stop()

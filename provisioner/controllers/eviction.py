@@ -98,6 +98,14 @@ class Evictor:
         except ApiError as error:
             entry = self._fail(key)
             metrics.EVICTIONS.labels(outcome="error").inc()
+            if error.status == 500 and "DisruptionBudget" in error.message:
+                # kube-apiserver refuses to evict a pod covered by more than one PDB
+                log.error("Failed to evict pod %s: PDB misconfiguration (%s)", pod_ref, error.message)
+                if entry.failures == 1:
+                    message = f"Eviction of {pod_ref} from node {node_name} blocked: PDB misconfiguration: {error.message}"
+                    self.events.warning(pod, "DrainBlocked", message)
+                    self.events.warning(node, "DrainBlocked", message)
+                return "error"
             log.error("Failed to evict pod %s from node %s (retry in %.1fs): %s", pod_ref, node_name, entry.delay, error)
             return "error"
         self._backoff.pop(key, None)

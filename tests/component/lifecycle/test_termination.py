@@ -166,3 +166,23 @@ def test_concurrent_drains_share_the_pdb_budget(cluster: Cluster) -> None:
     assert not cluster.exists("Node", first) and not cluster.exists("Node", second)
     assert min(low) >= 3
     assert healthy() == 4
+
+
+def test_pod_under_two_pdbs_blocks_with_a_misconfiguration_event(cluster: Cluster) -> None:
+    cluster.provisioner()
+    node = cluster.node()["metadata"]["name"]
+    cluster.pod("web", node, labels={"app": "web"})
+    for name in ("one", "two"):
+        cluster.kube.create("PodDisruptionBudget", {"metadata": {"name": name, "namespace": "default"},
+                                                    "spec": {"maxUnavailable": 1,
+                                                             "selector": {"matchLabels": {"app": "web"}}}})
+    cluster.settle()
+    cluster.kube.delete("Node", node)
+    for _ in range(20):
+        cluster.step(1)
+    assert cluster.exists("Pod", "web", "default") and cluster.exists("Node", node)
+    [event] = cluster.kube.events(reason="DrainBlocked", involved_name="web")
+    assert "PDB misconfiguration" in event["message"] and event["type"] == "Warning"
+    cluster.kube.delete("PodDisruptionBudget", "two", "default")
+    cluster.step(10)
+    assert not cluster.exists("Node", node)
