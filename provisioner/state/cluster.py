@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -374,11 +375,16 @@ class ClusterState:
             self._threads.append(thread)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Ask the informer threads to end and wait for them (a watch ends at its next event or timeout)."""
+        """Ask the informer threads to end and wait up to ``timeout`` seconds in all for them.
+
+        A thread blocked in a watch ends at its next event or at the watch timeout; it is a
+        daemon thread, so one still blocked does not keep the process alive.
+        """
         self._stop.set()
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
-        self._threads = []
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads = [t for t in self._threads if t.is_alive()]
 
     def _reflect(self, kind: str) -> None:
         """client-go's reflector loop for one kind: list, watch, resume, relist on 410, back off on errors."""
