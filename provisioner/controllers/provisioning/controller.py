@@ -66,7 +66,7 @@ from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.nodes import ClusterNode, node_from_manifest
 from provisioner.scheduling.pods import Pod, pod_from_manifest
 from provisioner.scheduling.provisioners import provisioner_limits
-from provisioner.scheduling.resources import Resources
+from provisioner.scheduling.resources import CPU, MEMORY, PODS, Resources
 from provisioner.scheduling.solver import Plan, PlannedNode, SolverInput, solve
 from provisioner.scheduling.volumes import volume_requirements
 from provisioner.state.cluster import ClusterState, Snapshot
@@ -235,6 +235,7 @@ class ProvisioningController:
             max_workers=max(1, self.settings.launch_parallelism), thread_name_prefix="launch"
         )
         self._unsubscribe: Callable[[], None] | None = None
+        self._node_cache: dict[str, tuple[tuple[Any, ...], ClusterNode]] = {}
 
     # ------------------------------------------------------------------ signals
     def trigger(self, pod_uid: str | None = None) -> None:
@@ -306,6 +307,8 @@ class ProvisioningController:
             nominated = self._nominated_uids(snapshot)
             pods = [p for p in snapshot.pending_pods if not_provisionable_reason(p, nominated) is None]
             if not pods:
+                # keep the decoded-node cache warm, so that the next burst only pays for changes
+                self._cluster_nodes(snapshot, frozenset())
                 return ProvisionResult()
             return self._provision(snapshot, pods, frozenset(), warn_unschedulable=True, nominate=True)
 
@@ -427,7 +430,7 @@ class ProvisioningController:
                 self._warn_unschedulable(round_)
             return self._result(round_, len(pods))
         instance_types = self._instance_types(provisioners, round_)
-        nodes = self._cluster_nodes(snapshot, exclude)
+        nodes = self._candidate_nodes(self._cluster_nodes(snapshot, exclude), pods)
         daemonsets = self._daemonsets(snapshot)
         self._solve_and_launch(pods, provisioners, instance_types, nodes, daemonsets, round_, attempt=0)
         if warn_unschedulable:
@@ -503,23 +506,85 @@ class ProvisioningController:
         return replace(it, offerings=offerings)
 
     def _cluster_nodes(self, snapshot: Snapshot, exclude: frozenset[str]) -> list[ClusterNode]:
+        """Existing and in-flight nodes for the solver, cached per (node, pods) resourceVersions.
+
+        Decoding every bound pod of a large cluster costs most of a round, and nearly all nodes
+        are unchanged between rounds; a node with nominations is rebuilt each time (its
+        reservations end with the clock).
+        """
         now = datetime.fromtimestamp(self.clock.now(), tz=UTC)
         nodes = []
         with self._lock:
             objects = dict(self._created)
         objects.update(snapshot.nodes)
+        cache: dict[str, tuple[tuple[Any, ...], ClusterNode]] = {}
         for name, node in objects.items():
             if name in exclude:
                 continue
-            try:
-                cluster_node = node_from_manifest(node, snapshot.pods_on(name), now=now)
-            except _RESOURCE_PARSE_ERRORS as exc:
-                log.warning("Ignoring node %s in the solve: %s", name, exc)
-                continue
+            pods = snapshot.pods_on(name)
+            meta = node.get("metadata") or {}
+            key: tuple[Any, ...] | None = None
+            if wk.NOMINATIONS_ANNOTATION not in (meta.get("annotations") or {}):
+                key = (
+                    meta.get("resourceVersion"),
+                    tuple(
+                        (
+                            (p.get("metadata") or {}).get("uid"),
+                            (p.get("metadata") or {}).get("resourceVersion"),
+                        )
+                        for p in pods
+                    ),
+                )
+            cached = self._node_cache.get(name)
+            if key is not None and cached is not None and cached[0] == key:
+                cluster_node = cached[1]
+            else:
+                try:
+                    cluster_node = node_from_manifest(node, pods, now=now)
+                except _RESOURCE_PARSE_ERRORS as exc:
+                    log.warning("Ignoring node %s in the solve: %s", name, exc)
+                    continue
+            if key is not None:
+                cache[name] = (key, cluster_node)
             if cluster_node.in_flight and cluster_node.provisioner:
                 cluster_node = self._without_startup_taints(cluster_node, snapshot)
             nodes.append(cluster_node)
+        self._node_cache = cache
         return nodes
+
+    @staticmethod
+    def _candidate_nodes(nodes: list[ClusterNode], pods: Sequence[Pod]) -> list[ClusterNode]:
+        """Leave out nodes too full for the smallest pod, when no pod counts pods on other nodes.
+
+        A node where none of the pods fits cannot take any of them; it only matters to the
+        solver for topology spread and pod (anti-)affinity counting, so it is kept whenever a
+        pod has such a constraint. Spares the solver a pods x nodes scan of a full cluster.
+        """
+        if any(
+            p.topology_spread
+            or p.pod_affinity
+            or p.pod_anti_affinity
+            or p.preferred_pod_affinity
+            or p.preferred_pod_anti_affinity
+            for p in pods
+        ):
+            return nodes
+        smallest: dict[str, int] = {}
+        for pod in pods:
+            for name in (CPU, MEMORY, PODS):
+                value = pod.requests.get(name)
+                smallest[name] = min(smallest.get(name, value), value)
+        kept = []
+        for node in nodes:
+            available = node.available
+            if node.marked_for_deletion:
+                continue
+            if any(
+                available.get(name) < value for name, value in smallest.items() if name in node.allocatable
+            ):
+                continue
+            kept.append(node)
+        return kept
 
     @staticmethod
     def _without_startup_taints(node: ClusterNode, snapshot: Snapshot) -> ClusterNode:
@@ -606,7 +671,7 @@ class ProvisioningController:
                 "Retrying %d pod(s) with the remaining offerings after insufficient capacity", len(retry)
             )
             fresh = self._instance_types({p: provisioners[p] for p in instance_types}, round_)
-            nodes_now = self._cluster_nodes(round_.snapshot, round_.exclude)
+            nodes_now = self._candidate_nodes(self._cluster_nodes(round_.snapshot, round_.exclude), retry)
             self._solve_and_launch(retry, provisioners, fresh, nodes_now, daemonsets, round_, attempt + 1)
 
     def _log_packing(self, planned: Sequence[PlannedNode]) -> None:
