@@ -31,8 +31,8 @@ MUTATING = "MutatingWebhookConfiguration"
 VALIDATING = "ValidatingWebhookConfiguration"
 #: Default names, matching ``deploy/``.
 DEFAULT_NAMESPACE = "groupless"
-DEFAULT_SECRET = "groupless-webhook-cert"
-DEFAULT_SERVICE = "groupless-webhook"
+DEFAULT_SECRET = "groupless-cert"
+DEFAULT_SERVICE = "groupless"
 DEFAULT_CONFIGURATIONS: tuple[tuple[str, str], ...] = (
     (MUTATING, "defaulting.webhook.provisioners.groupless.dev"),
     (VALIDATING, "validation.webhook.provisioners.groupless.dev"),

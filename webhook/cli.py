@@ -14,6 +14,7 @@ import sys
 import tempfile
 from typing import Any
 
+from certs.bootstrap import DEFAULT_NAMESPACE, DEFAULT_SECRET, DEFAULT_SERVICE
 from provisioner.logging import add_logging_flags, configure_logging
 
 log = logging.getLogger(__name__)
@@ -38,10 +39,12 @@ def register(subparsers: Any) -> None:
                       help="keep a CA and serving certificate in a Secret (created if absent) and inject the CA "
                       "into the webhook configurations; ignores --tls-cert-file/--tls-key-file")
     boot.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
-    boot.add_argument("--namespace", default="groupless", help="namespace of the Secret and Service (default groupless)")
-    boot.add_argument("--secret-name", default="groupless-webhook-cert", help="Secret holding the certificates")
-    boot.add_argument("--service-name", default="groupless-webhook",
-                      help="Service the API server calls; its DNS names become SANs")
+    boot.add_argument("--namespace", default=DEFAULT_NAMESPACE,
+                      help=f"namespace of the Secret and the Service (default {DEFAULT_NAMESPACE})")
+    boot.add_argument("--secret-name", default=DEFAULT_SECRET,
+                      help=f"Secret holding ca.crt, ca.key, tls.crt, tls.key (default {DEFAULT_SECRET})")
+    boot.add_argument("--service-name", default=DEFAULT_SERVICE,
+                      help=f"Service the API server calls; its DNS names become SANs (default {DEFAULT_SERVICE})")
     boot.add_argument("--cert-dir", metavar="DIR", help="where to write the certificates (default: a temporary dir)")
     boot.add_argument("--extra-dns", action="append", default=[], metavar="NAME", help="additional DNS SAN")
     boot.add_argument("--extra-ip", action="append", default=[], metavar="ADDR", help="additional IP SAN")
