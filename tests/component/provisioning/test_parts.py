@@ -158,3 +158,48 @@ def test_run_loop_launches_from_watch_events_and_triggers():
         stop.set()
         thread.join(5)
     assert not thread.is_alive()
+
+
+def test_full_nodes_are_left_out_unless_a_pod_counts_other_pods():
+    from provisioner.controllers.provisioning.controller import ProvisioningController
+    from provisioner.scheduling.nodes import ClusterNode
+    from provisioner.scheduling.pods import pod_from_manifest
+    from provisioner.scheduling.resources import Resources
+
+    full = ClusterNode(
+        "full",
+        allocatable=Resources({"cpu": 2000, "memory": 2**32, "pods": 10}),
+        requested=Resources({"cpu": 1800, "pods": 3}),
+    )
+    roomy = ClusterNode("roomy", allocatable=Resources({"cpu": 2000, "memory": 2**32, "pods": 10}))
+    deleting = ClusterNode(
+        "deleting",
+        allocatable=Resources({"cpu": 2000, "memory": 2**32, "pods": 10}),
+        marked_for_deletion=True,
+    )
+    small = pod_from_manifest(
+        {
+            "metadata": {"name": "a", "uid": "a"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]},
+        }
+    )
+    assert [n.name for n in ProvisioningController._candidate_nodes([full, roomy, deleting], [small])] == [
+        "roomy"
+    ]
+    spread = pod_from_manifest(
+        {
+            "metadata": {"name": "b", "uid": "b", "labels": {"app": "x"}},
+            "spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}],
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": {"matchLabels": {"app": "x"}},
+                    }
+                ],
+            },
+        }
+    )
+    assert len(ProvisioningController._candidate_nodes([full, roomy, deleting], [small, spread])) == 3
