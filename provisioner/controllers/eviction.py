@@ -49,6 +49,7 @@ class Evictor:
         self.base = base
         self.maximum = maximum
         self._backoff: dict[str, _Backoff] = {}
+        self._node_of: dict[str, str] = {}
 
     @staticmethod
     def key(pod: Object) -> str:
@@ -65,6 +66,13 @@ class Evictor:
     def forget(self, pods: list[Object]) -> None:
         for pod in pods:
             self._backoff.pop(self.key(pod), None)
+            self._node_of.pop(self.key(pod), None)
+
+    def forget_node(self, node_name: str) -> None:
+        """Drop the backoff of every pod tried on ``node_name`` (its drain is over)."""
+        for key in [k for k, n in self._node_of.items() if n == node_name]:
+            self._backoff.pop(key, None)
+            del self._node_of[key]
 
     def _fail(self, key: str) -> _Backoff:
         entry = self._backoff.get(key)
@@ -78,6 +86,7 @@ class Evictor:
         key = self.key(pod)
         if not self.due(pod):
             return "waiting"
+        self._node_of[key] = objects.name(node)
         pod_ref = objects.ref(pod)
         node_name = objects.name(node)
         try:

@@ -167,17 +167,18 @@ class TerminationController:
             except CloudProviderError as error:
                 log.error("Failed to terminate instance %s of node %s: %s", provider_id, name, error)
                 return Result.after(POLL_INTERVAL)
-        self.ctx.events.normal(node, "Terminated", f"Terminated instance {provider_id or '(none)'}; deleting node")
         remaining = [f for f in finalizers(node) if f != TERMINATION_FINALIZER]
         patch: dict[str, Any] = {"metadata": {"finalizers": remaining or None}}
         rv = objects.meta(node).get("resourceVersion")
         if rv:
             patch["metadata"]["resourceVersion"] = rv
         try:
-            self.ctx.kube.patch("Node", name, patch)
+            self.ctx.kube.patch("Node", name, patch)  # a stale read ends here in a 409, before the event
         except NotFoundError:
             pass
+        self.ctx.events.normal(node, "Terminated", f"Terminated instance {provider_id or '(none)'}; deleted node")
         self._blocked_reported = {k for k in self._blocked_reported if k[0] != name}
+        self.evictor.forget_node(name)
         metrics.NODES_TERMINATED.labels(provisioner=objects.provisioner_of(node) or "", reason=termination_reason(node)).inc()
         log.info("Deleted node %s", name)
         return Result.done()
