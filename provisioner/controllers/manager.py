@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Protocol
 
 from provisioner.controllers import objects
@@ -206,19 +206,10 @@ class PodsByNode:
         self._lock = threading.Lock()
         self._pods: dict[str, dict[str, Object]] = {}
         self._node_of: dict[str, str] = {}
-        self.synced = threading.Event()
 
     def __call__(self, node_name: str) -> list[Object]:
         with self._lock:
             return list(self._pods.get(node_name, {}).values())
-
-    def replace(self, pods: Sequence[Object]) -> None:
-        with self._lock:
-            self._pods.clear()
-            self._node_of.clear()
-        for pod in pods:
-            self.on_change("Pod", WatchEvent("ADDED", pod))
-        self.synced.set()
 
     def on_change(self, kind: str, event: WatchEvent) -> None:
         if kind != "Pod" or event.type == "BOOKMARK":

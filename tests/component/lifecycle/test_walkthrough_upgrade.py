@@ -45,6 +45,8 @@ def test_expired_node_is_replaced_by_the_provisioning_engine_within_the_pdb() ->
     kube, clock = cluster.kube, cluster.clock
     state = ClusterState(kube, clock)
     kube.subscribe(state.handle)
+    # one instance type that holds the three 1-CPU pods, so the packing is the walkthrough's one node
+    cluster.cloud.instance_types = [t for t in cluster.cloud.instance_types if t.name == "m5.xlarge"]
     provisioning = ProvisioningController(kube, state, cluster.cloud, clock, cluster.events)
     cluster.manager.expiration.replacer = provisioning_replacer(provisioning)
     cluster.provisioner(**PROVISIONER)
