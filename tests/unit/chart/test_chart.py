@@ -8,6 +8,7 @@ least-privilege RBAC, empty caBundle, leader election, the scheduler snippet).
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -219,3 +220,40 @@ def test_second_scheduler_is_upstream_kube_scheduler_with_our_extender(custom_ob
     bindings = {b["roleRef"]["name"] for b in by_kind(custom_objects, "ClusterRoleBinding")
                 if b["subjects"][0]["name"] == "gl-groupless-scheduler"}
     assert bindings == {"system:kube-scheduler", "system:volume-scheduler"}
+
+
+def test_container_args_and_environment_are_understood_by_groupless(custom_objects: list[dict[str, Any]]) -> None:
+    """Every flag the chart passes parses with the real ``groupless`` parser; every GROUPLESS_* variable is a setting."""
+    from provisioner import settings
+    from provisioner.cli import build_parser
+
+    parser = build_parser()
+    deployment = next(d for d in by_kind(custom_objects, "Deployment") if d["metadata"]["name"] == "gl-groupless")
+    known_env = {settings.env_name(f.name) for f in dataclasses.fields(settings.ControllerSettings)}
+    known_env |= {"GROUPLESS_LOG_LEVEL", "GROUPLESS_LOG_FORMAT"}
+    for container in deployment["spec"]["template"]["spec"]["containers"]:
+        args = parser.parse_args(container["args"])
+        assert args.command == container["name"]
+        unknown = {n for n in env_of(container) if n.startswith("GROUPLESS_")} - known_env
+        assert unknown == set(), container["name"]
+    webhook = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "webhook")
+    parsed = parser.parse_args(webhook["args"])
+    assert parsed.bootstrap_certs and parsed.namespace == "platform"
+    assert parsed.secret_name == "gl-groupless-cert" and parsed.service_name == "gl-groupless"
+    extender = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "extender")
+    assert parser.parse_args(extender["args"]).tls_cert_file == f"{parsed.cert_dir}/tls.crt"
+
+
+@pytest.mark.parametrize(("setting", "complaint"), [
+    ("logLevel=verbose", "/logLevel"),
+    ("logFormat=xml", "/logFormat"),
+    ("replicas=0", "/replicas"),
+    ("controller.batchIdleDuration=soon", "/controller/batchIdleDuration"),
+    ("aws.defaultInstanceProfil=typo", "defaultInstanceProfil"),
+    ("webhook.failurePolicy=Maybe", "/webhook/failurePolicy"),
+])
+def test_values_schema_rejects_bad_values_naming_them(helm: Path, setting: str, complaint: str) -> None:
+    proc = subprocess.run([str(helm), "template", "g", str(CHART), *REQUIRED, "--set", setting],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert complaint in proc.stderr
