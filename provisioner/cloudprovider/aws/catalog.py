@@ -388,6 +388,8 @@ class PriceBook:
             on_demand={**self.on_demand, **overrides.on_demand},
             spot=spot,
             source=f"{overrides.source} over {self.source}" if self.source != "none" else overrides.source,
+            _warned=self._warned,  # a refreshed book does not warn again about the same estimates
+            _lock=self._lock,
         )
 
 

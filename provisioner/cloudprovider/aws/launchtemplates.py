@@ -106,6 +106,18 @@ def metadata_options(options: MetadataOptions | None) -> tuple[tuple[str, Any], 
     return tuple(pairs)
 
 
+#: EBS fields copied as they are: (our attribute, EC2's name). VolumeSize is converted to GiB.
+_EBS_FIELDS = (
+    ("volume_type", "VolumeType"),
+    ("iops", "Iops"),
+    ("throughput", "Throughput"),
+    ("encrypted", "Encrypted"),
+    ("kms_key_id", "KmsKeyId"),
+    ("delete_on_termination", "DeleteOnTermination"),
+    ("snapshot_id", "SnapshotId"),
+)
+
+
 def _ebs(volume_gib: int) -> tuple[tuple[str, Any], ...]:
     return (
         ("DeleteOnTermination", True),
@@ -128,22 +140,12 @@ def block_device_mappings(
         ebs = mapping.ebs
         fields: dict[str, Any] = {}
         if ebs is not None:
+            for attribute, ec2_name in _EBS_FIELDS:
+                value = getattr(ebs, attribute)
+                if value is not None:
+                    fields[ec2_name] = value
             if ebs.volume_size is not None:
                 fields["VolumeSize"] = math.ceil(parse_quantity(ebs.volume_size) / GIB)
-            if ebs.volume_type is not None:
-                fields["VolumeType"] = ebs.volume_type
-            if ebs.iops is not None:
-                fields["Iops"] = ebs.iops
-            if ebs.throughput is not None:
-                fields["Throughput"] = ebs.throughput
-            if ebs.encrypted is not None:
-                fields["Encrypted"] = ebs.encrypted
-            if ebs.kms_key_id is not None:
-                fields["KmsKeyId"] = ebs.kms_key_id
-            if ebs.delete_on_termination is not None:
-                fields["DeleteOnTermination"] = ebs.delete_on_termination
-            if ebs.snapshot_id is not None:
-                fields["SnapshotId"] = ebs.snapshot_id
         result.append((mapping.device_name, tuple(sorted(fields.items()))))
     return tuple(result)
 

@@ -151,8 +151,7 @@ class AWSCloudProvider:
             settings.spot_refresh_interval,
         )
         self._lock = threading.Lock()
-        self._subnets: dict[tuple[tuple[str, str], ...], tuple[float, list[Subnet]]] = {}
-        self._security_groups: dict[tuple[tuple[str, str], ...], tuple[float, list[str]]] = {}
+        self._selected: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, list[dict[str, Any]]]] = {}
         self.catalog = catalog or RawCatalog()
         self._converted: dict[Any, list[InstanceType]] = {}
 
@@ -162,7 +161,8 @@ class AWSCloudProvider:
     ) -> AWSCloudProvider:
         """Clients from ``session`` (default: a new one) in ``settings.region``, retries in standard mode."""
         session = session or boto3.session.Session()
-        config = Config(retries={"max_attempts": 5, "mode": "standard"}, user_agent_extra="groupless")
+        # botocore retries once on transient errors; throttling is retried by _call on the injected clock.
+        config = Config(retries={"max_attempts": 2, "mode": "standard"}, user_agent_extra="groupless")
         kwargs: dict[str, Any] = {"region_name": settings.region, "config": config}
         if settings.endpoint_url:
             kwargs["endpoint_url"] = settings.endpoint_url
@@ -207,68 +207,59 @@ class AWSCloudProvider:
             raise ConfigurationError(f"provisioner {provisioner.name} has no spec.provider")
         return provider
 
-    def subnets(self, provisioner: Provisioner) -> list[Subnet]:
-        """Subnets the Provisioner's ``subnetSelector`` finds (cached 60 s); ConfigurationError when none."""
-        provider = self._provider(provisioner)
-        selector = provider.subnet_selector_map
-        if not selector:
-            raise ConfigurationError(
-                f"provisioner {provisioner.name}: spec.provider.subnetSelector is required"
-            )
-        key = tuple(sorted(selector.items()))
+    def _select(self, operation: str, result_key: str, selector: Mapping[str, str]) -> list[dict[str, Any]]:
+        """Every item ``operation`` (describe_subnets / describe_security_groups) finds for a tag selector.
+
+        Answers are cached per (operation, selector) for ``settings.subnets_ttl`` seconds.
+        """
+        key = (operation, tuple(sorted(selector.items())))
         now = self.clock.monotonic()
         with self._lock:
-            cached = self._subnets.get(key)
+            cached = self._selected.get(key)
         if cached is not None and now - cached[0] < self.settings.subnets_ttl:
             return cached[1]
 
         def describe() -> list[dict[str, Any]]:
-            paginator = self._ec2.get_paginator("describe_subnets")
             out: list[dict[str, Any]] = []
-            for page in paginator.paginate(Filters=selector_filters(selector)):
-                out.extend(page.get("Subnets", []))
+            for page in self._ec2.get_paginator(operation).paginate(Filters=selector_filters(selector)):
+                out.extend(page.get(result_key, []))
             return out
 
-        raw = self._call("describing subnets", describe)
+        items = self._call(operation.replace("_", " "), describe)
+        with self._lock:
+            self._selected[key] = (now, items)
+        return items
+
+    def subnets(self, provisioner: Provisioner) -> list[Subnet]:
+        """Subnets the ``subnetSelector`` finds, by zone then most free addresses; ConfigurationError when none."""
+        selector = self._provider(provisioner).subnet_selector_map
+        if not selector:
+            raise ConfigurationError(
+                f"provisioner {provisioner.name}: spec.provider.subnetSelector is required"
+            )
         subnets = sorted(
             (
                 Subnet(s["SubnetId"], s["AvailabilityZone"], int(s.get("AvailableIpAddressCount", 0)))
-                for s in raw
+                for s in self._select("describe_subnets", "Subnets", selector)
             ),
             key=lambda s: (s.zone, -s.available_ips, s.subnet_id),
         )
         if not subnets:
             raise ConfigurationError(f"no subnets matched selector {selector}")
-        with self._lock:
-            self._subnets[key] = (now, subnets)
         return subnets
 
     def security_groups(self, provisioner: Provisioner) -> list[str]:
-        """IDs of every security group the ``securityGroupSelector`` finds; ConfigurationError when none."""
+        """IDs of every security group the ``securityGroupSelector`` finds (all are attached); ConfigurationError when none."""
         selector = self._provider(provisioner).security_group_selector_map
         if not selector:
             raise ConfigurationError(
                 f"provisioner {provisioner.name}: spec.provider.securityGroupSelector is required without launchTemplate"
             )
-        key = tuple(sorted(selector.items()))
-        now = self.clock.monotonic()
-        with self._lock:
-            cached = self._security_groups.get(key)
-        if cached is not None and now - cached[0] < self.settings.subnets_ttl:
-            return cached[1]
-
-        def describe() -> list[str]:
-            paginator = self._ec2.get_paginator("describe_security_groups")
-            ids: list[str] = []
-            for page in paginator.paginate(Filters=selector_filters(selector)):
-                ids.extend(g["GroupId"] for g in page.get("SecurityGroups", []))
-            return sorted(set(ids))
-
-        groups = self._call("describing security groups", describe)
+        groups = sorted(
+            {g["GroupId"] for g in self._select("describe_security_groups", "SecurityGroups", selector)}
+        )
         if not groups:
             raise ConfigurationError(f"no security groups exist given constraints {selector}")
-        with self._lock:
-            self._security_groups[key] = (now, groups)
         return groups
 
     def _raw_catalog(self) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]]:

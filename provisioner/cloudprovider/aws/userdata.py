@@ -188,24 +188,21 @@ def bootstrap_sh(b: Bootstrap) -> str:
         extra += _kubelet_flag_map("system-reserved", b.kubelet.system_reserved)
         extra += _kubelet_flag_map("kube-reserved", b.kubelet.kube_reserved)
         extra += _kubelet_flag_map("eviction-hard", b.kubelet.eviction_hard, "<")
-    args = [
-        "/etc/eks/bootstrap.sh",
-        shlex.quote(b.cluster_name),
-        "--apiserver-endpoint",
-        shlex.quote(b.cluster_endpoint),
-        "--b64-cluster-ca",
-        shlex.quote(b.cluster_ca_bundle),
+    lines = [
+        f"/etc/eks/bootstrap.sh {shlex.quote(b.cluster_name)}",
+        f"--apiserver-endpoint {shlex.quote(b.cluster_endpoint)}",
+        f"--b64-cluster-ca {shlex.quote(b.cluster_ca_bundle)}",
     ]
     if b.cluster_dns:
-        args += ["--dns-cluster-ip", shlex.quote(b.cluster_dns)]
+        lines.append(f"--dns-cluster-ip {shlex.quote(b.cluster_dns)}")
     if b.max_pods is not None:
-        args += ["--use-max-pods", "false"]
+        lines.append("--use-max-pods false")
     if extra:
-        args += ["--kubelet-extra-args", shlex.quote(" ".join(extra))]
+        lines.append(f"--kubelet-extra-args {shlex.quote(' '.join(extra))}")
     return (
         "#!/bin/bash -xe\n"
         "exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n"
-        + " \\\n  ".join(args)
+        + " \\\n  ".join(lines)
         + "\n"
     )
 
