@@ -271,7 +271,7 @@ class ProvisioningController:
         log.info("Waiting for unschedulable pods")
         self.trigger(None)  # pods pending since before we started
         while not stop.is_set():
-            batch = self.batcher.wait(stop, timeout=self.settings.resync_seconds)
+            batch = self.batcher.wait(stop, timeout=self._next_wake())
             if stop.is_set():
                 break
             if batch is None:
@@ -283,6 +283,16 @@ class ProvisioningController:
                 log.exception("Provisioning failed")
             log.info("Waiting for unschedulable pods")
         self._pool.shutdown(wait=False)
+
+    def _next_wake(self) -> float:
+        """Seconds until the loop looks again unprompted.
+
+        The resync period, or sooner when a Provisioner's back-off ends (its pods still wait).
+        """
+        now = self.clock.monotonic()
+        with self._lock:
+            ends = [b.until - now for b in self._backoff.values() if b.until > now]
+        return max(0.05, min([self.settings.resync_seconds, *ends]))
 
     def _process(self, batch: Batch) -> ProvisionResult:
         n = len(batch.uids)

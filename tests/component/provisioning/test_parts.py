@@ -203,3 +203,16 @@ def test_full_nodes_are_left_out_unless_a_pod_counts_other_pods():
         }
     )
     assert len(ProvisioningController._candidate_nodes([full, roomy, deleting], [small, spread])) == 3
+
+
+def test_loop_wakes_when_a_backoff_ends():
+    from provisioner.cloudprovider.types import LaunchError
+
+    cluster = Cluster(settings=ProvisioningSettings(resync_seconds=30, backoff_base_seconds=5))
+    assert cluster.controller._next_wake() == 30
+    cluster.cloud.next_error = LaunchError("throttled")
+    cluster.pending_pod()
+    cluster.controller.reconcile_once()
+    assert cluster.controller._next_wake() == 5
+    cluster.clock.advance(4)
+    assert cluster.controller._next_wake() == 1
