@@ -257,3 +257,25 @@ def test_values_schema_rejects_bad_values_naming_them(helm: Path, setting: str, 
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert complaint in proc.stderr
+
+
+def test_chart_crd_is_the_deploy_crd_and_validates(helm: Path) -> None:
+    deploy_crds = sorted((CHART.parents[1] / "crds").glob("*.yaml"))
+    assert deploy_crds, "deploy/crds holds the Provisioner CRD"
+    for source in deploy_crds:
+        copy = CHART / "crds" / source.name
+        assert copy.read_text() == source.read_text(), f"copy {source} to {copy}"
+    objects = render(helm, *REQUIRED, "--include-crds")
+    (crd,) = by_kind(objects, "CustomResourceDefinition")
+    validate(crd)
+    assert crd["metadata"]["name"] == "provisioners.karpenter.sh"
+    assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha5"]
+
+
+def test_chart_rbac_grants_what_the_plain_manifests_grant(default_objects: list[dict[str, Any]]) -> None:
+    """deploy/rbac.yaml (plain manifests) and the chart must not drift apart."""
+    plain = [d for d in yaml.safe_load_all((CHART.parents[1] / "rbac.yaml").read_text()) if d]
+    for kind in ("ClusterRole", "Role"):
+        (chart_role,) = [o for o in by_kind(default_objects, kind) if o["metadata"]["name"] == "groupless"]
+        (plain_role,) = by_kind(plain, kind)
+        assert chart_role["rules"] == plain_role["rules"], kind
