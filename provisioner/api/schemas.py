@@ -50,8 +50,10 @@ from provisioner.api.types import (
 )
 
 __all__ = [
+    "MapKey",
     "ProvisionerDecodeError",
     "ProvisionerSchema",
+    "document_order",
     "dump_provisioner",
     "format_path",
     "load_provisioner",
@@ -69,10 +71,17 @@ class ProvisionerDecodeError(ValueError):
     ``(path, value, message)`` triples (``value`` is ``None`` when the field is missing).
     """
 
-    def __init__(self, message: str, errors: Iterable[tuple[str, Any, str]] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        errors: Iterable[tuple[str, Any, str]] = (),
+        segments: Iterable[tuple[str | int, ...]] = (),
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.errors: list[tuple[str, Any, str]] = list(errors)
+        #: The path of each error as segments (keys and indices), parallel to ``errors``.
+        self.segments: list[tuple[str | int, ...]] = list(segments)
 
 
 class MapKey(str):
@@ -522,6 +531,23 @@ def decode_errors(obj: Any, messages: Any) -> list[tuple[str, Any, str]]:
     return result
 
 
+def document_order(obj: Any, segments: Iterable[str | int]) -> tuple[tuple[int, str], ...]:
+    """A sort key placing a path where it appears in ``obj`` (missing fields after their siblings)."""
+    key: list[tuple[int, str]] = []
+    for segment in segments:
+        if isinstance(obj, dict):
+            keys = list(obj)
+            key.append((keys.index(segment), "") if segment in obj else (len(keys), str(segment)))
+            obj = obj.get(segment) if segment in obj else None
+        elif isinstance(obj, list) and isinstance(segment, int) and 0 <= segment < len(obj):
+            key.append((segment, ""))
+            obj = obj[segment]
+        else:
+            key.append((0, str(segment)))
+            obj = None
+    return tuple(key)
+
+
 def error_line(path: str, value: Any, message: str, *, has_value: bool = True) -> str:
     """One error as users read it: ``spec.weight: invalid value 0: must be between 1 and 100``."""
     if not has_value:
@@ -549,7 +575,8 @@ def load_provisioner(obj: Any) -> Provisioner:
         for path, value, message in errors:
             missing = value is None and message == "required field is missing"
             lines.append(error_line(path, value, message, has_value=not missing))
-        raise ProvisionerDecodeError("; ".join(lines), errors) from None
+        segments = [path for path, _ in _flatten(error.messages)]
+        raise ProvisionerDecodeError("; ".join(lines), errors, segments) from None
     except RecursionError:
         raise ProvisionerDecodeError("the object is nested too deeply", [("<root>", None, "nested too deeply")]) from None
     assert isinstance(result, Provisioner)

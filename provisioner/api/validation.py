@@ -37,6 +37,7 @@ from provisioner.api.quantity import QuantityError, parse_decimal
 from provisioner.api.schemas import (
     MapKey,
     ProvisionerDecodeError,
+    document_order,
     error_line,
     format_path,
     load_provisioner,
@@ -156,17 +157,25 @@ def _is_int(value: Any) -> TypeGuard[int]:
 
 
 class _Collector:
-    def __init__(self) -> None:
-        self.errors: list[FieldError] = []
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        self._errors: list[tuple[tuple[tuple[int, str], ...], FieldError]] = []
         self.warnings: list[str] = []
         self._seen: set[tuple[str, str]] = set()
 
-    def error(self, path: list[str | int] | str, value: Any, message: str, *, has_value: bool = True) -> None:
-        text = path if isinstance(path, str) else format_path(path)
+    def error(
+        self, path: list[str | int] | tuple[str | int, ...], value: Any, message: str, *, has_value: bool = True
+    ) -> None:
+        text = format_path(path) or "<root>"
         if (text, message) in self._seen:
             return
         self._seen.add((text, message))
-        self.errors.append(FieldError(text, value, message, has_value))
+        self._errors.append((document_order(self.obj, path), FieldError(text, value, message, has_value)))
+
+    @property
+    def errors(self) -> list[FieldError]:
+        """Errors in the order their fields appear in the object (stable for one field)."""
+        return [error for _, error in sorted(self._errors, key=lambda item: item[0])]
 
     def alias_warning(self, path: list[str | int], key: str) -> None:
         canonical = LABEL_ALIASES.get(key)
@@ -183,25 +192,25 @@ def validate_provisioner(obj: Any) -> ValidationResult:
     ``result.message`` is what the validating webhook answers. Errors come in field order:
     metadata, decoding (types and unknown fields), then spec rules.
     """
-    out = _Collector()
+    out = _Collector(obj)
     if not isinstance(obj, dict):
-        out.error("<root>", obj, "a Provisioner must be a JSON object")
+        out.error([], obj, "a Provisioner must be a JSON object")
         return ValidationResult(out.errors, out.warnings)
     try:
         _validate_metadata(obj.get("metadata"), out)
         try:
             load_provisioner(obj)
         except ProvisionerDecodeError as error:
-            for path, value, message in error.errors:
+            for segments, (_, value, message) in zip(error.segments, error.errors, strict=True):
                 missing = value is None and message == "required field is missing"
-                out.error(path, value, message, has_value=not missing)
+                out.error(segments, value, message, has_value=not missing)
         spec = obj.get("spec")
         if spec is None:
-            out.error("spec", None, "required field is missing", has_value=False)
+            out.error(["spec"], None, "required field is missing", has_value=False)
         elif isinstance(spec, dict):
             _validate_spec(spec, out)
     except RecursionError:
-        out.error("<root>", None, "the object is nested too deeply", has_value=False)
+        out.error([], None, "the object is nested too deeply", has_value=False)
     return ValidationResult(out.errors, out.warnings)
 
 
@@ -209,24 +218,24 @@ def validate_provisioner(obj: Any) -> ValidationResult:
 def _validate_metadata(metadata: Any, out: _Collector) -> None:
     if not isinstance(metadata, dict):
         if metadata is None:
-            out.error("metadata", None, "required field is missing", has_value=False)
+            out.error(["metadata"], None, "required field is missing", has_value=False)
         return  # a non-object metadata is the decoder's error
     name = metadata.get("name")
     generate_name = metadata.get("generateName")
     if not name and not generate_name:
-        out.error("metadata.name", None, "name or generateName is required", has_value=False)
+        out.error(["metadata", "name"], None, "name or generateName is required", has_value=False)
         return
     if name is not None and not isinstance(name, str):
-        out.error("metadata.name", name, "must be a string")
+        out.error(["metadata", "name"], name, "must be a string")
         return
     if name:
         # The name becomes the node label value karpenter.sh/provisioner-name=<name>, so it must
         # be both a DNS subdomain (an object name) and a label value (at most 63 characters).
         if len(name) > 63:
-            out.error("metadata.name", name, "must be no more than 63 characters "
+            out.error(["metadata", "name"], name, "must be no more than 63 characters "
                       f"(it becomes the value of the node label {PROVISIONER_NAME})")
         elif not _DNS1123_SUBDOMAIN.match(name):
-            out.error("metadata.name", name, "must be a lowercase RFC 1123 subdomain "
+            out.error(["metadata", "name"], name, "must be a lowercase RFC 1123 subdomain "
                       "(lowercase alphanumeric characters, '-' or '.', starting and ending alphanumeric)")
 
 
@@ -257,26 +266,33 @@ def _validate_spec(spec: dict[str, Any], out: _Collector) -> None:
     if isinstance(kubelet, dict):
         _validate_kubelet(kubelet, out)
     if "provider" not in spec or spec.get("provider") is None:  # rule 17
-        out.error("spec.provider", None, "spec.provider is not defined; it must hold the AWS provider block "
+        out.error(["spec", "provider"], None, "spec.provider is not defined; it must hold the AWS provider block "
                   "(subnetSelector, securityGroupSelector, ...)", has_value=False)
     elif isinstance(spec["provider"], dict):
         _validate_provider(spec["provider"], out)
 
 
-def _validate_label_key(path: list[str | int], key: str, out: _Collector, *, what: str) -> bool:
-    """Rules 4, 6, 7 for one key; True when the key passed."""
+def _validate_label_key(
+    path: list[str | int], key: str, out: _Collector, *, what: str, error_path: list[str | int] | None = None
+) -> bool:
+    """Rules 4, 6, 7 for one key; True when the key passed.
+
+    Errors name ``error_path`` (default ``path``) with the key as the offending value; a
+    deprecation warning names ``path``.
+    """
+    where = path if error_path is None else error_path
     why = is_qualified_name(key)
     if why is not None:
-        out.error(path, key, f"{what} key must be a qualified name: {why}")
+        out.error(where, key, f"{what} key must be a qualified name: {why}")
         return False
     canonical = normalize_label_key(key)
     if canonical in RESTRICTED_LABELS:
         reason = ("the controller sets it on every node" if canonical == PROVISIONER_NAME
                   else "it is set by Kubernetes or the controller")
-        out.error(path, key, f"label {canonical} is restricted: {reason}")
+        out.error(where, key, f"label {canonical} is restricted: {reason}")
         return False
     if is_restricted_domain(canonical):
-        out.error(path, key, "label domain not allowed: keys under kubernetes.io, k8s.io, karpenter.sh and "
+        out.error(where, key, "label domain not allowed: keys under kubernetes.io, k8s.io, karpenter.sh and "
                   "k8s.aws are reserved (except well-known labels, node.kubernetes.io and kops.k8s.io)")
         return False
     out.alias_warning(path, key)
@@ -286,7 +302,7 @@ def _validate_label_key(path: list[str | int], key: str, out: _Collector, *, wha
 def _validate_labels(labels: dict[str, Any], out: _Collector) -> None:
     for key, value in labels.items():
         path: list[str | int] = ["spec", "labels", _map_key(key)]
-        _validate_label_key(path, key, out, what="label")
+        _validate_label_key(path, key, out, what="label", error_path=["spec", "labels"])
         if isinstance(value, str):
             why = is_valid_label_value(value)
             if why is not None:

