@@ -56,6 +56,7 @@ from provisioner.controllers.provisioning.batcher import Batch, Batcher
 from provisioner.controllers.provisioning.nodes import (
     node_manifest,
     node_request_id,
+    quantity_string,
     taint_dicts,
 )
 from provisioner.controllers.provisioning.selection import not_provisionable_reason
@@ -722,14 +723,17 @@ class ProvisioningController:
             over = [r for r in limits if usage.get(r) >= limits.get(r)]
             if over:
                 r = over[0]
-                reason = f"{r} resource usage of {usage.get(r)} exceeds limit of {limits.get(r)}"
+                reason = (
+                    f"{r} resource usage of {quantity_string(r, usage.get(r))} "
+                    f"exceeds limit of {quantity_string(r, limits.get(r))}"
+                )
                 self._limit_exceeded(provisioner, planned, reason, round_)
                 return None
             headroom = {r: limits.get(r) - usage.get(r) for r in limits}
             options = [t for t in options if all(t.capacity.get(r) <= headroom[r] for r in limits)]
             if not options:
                 reason = "every instance type option would exceed the limits " + ", ".join(
-                    f"{r}={limits.get(r)}" for r in limits
+                    f"{r}={quantity_string(r, limits.get(r))}" for r in limits
                 )
                 self._limit_exceeded(provisioner, planned, reason, round_)
                 return None

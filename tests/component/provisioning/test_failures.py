@@ -103,12 +103,55 @@ def test_usage_at_limit_blocks_launch_with_an_event():
             },
         },
     )
-    cluster.pending_pod(template=flexible_template("1"))
+    pod = cluster.pending_pod(template=flexible_template("1"))
     result = cluster.controller.reconcile_once()
     assert cluster.cloud.create_calls == []
     assert result.nodes == ()
-    reasons = list(result.unschedulable.values()) + list(result.failed.values())
-    assert reasons, result
+    assert list(result.unschedulable) == [f"default/{pod['metadata']['name']}"]
+    (event,) = cluster.api.events(reason="FailedProvisioning")
+    assert "exceed limits" in event["message"]
+
+
+def test_launch_is_checked_against_limits_even_when_the_plan_is_not():
+    """The pre-launch check catches a plan made with stale usage (a solver that ignored it here)."""
+    from dataclasses import replace
+
+    from provisioner.scheduling.solver import solve
+
+    cluster = Cluster(provisioner=provisioner_with(limits_cpu=2))
+    cluster.controller.solver = lambda given: solve(replace(given, provisioner_usage={}))
+    cluster.api.create(
+        "Node",
+        {
+            "metadata": {"name": "existing", "labels": {wk.PROVISIONER_NAME: "default"}},
+            "spec": {"taints": [{"key": "dedicated", "effect": "NoSchedule"}]},
+            "status": {
+                "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        },
+    )
+    pod = cluster.pending_pod(template=flexible_template("1"))
+    result = cluster.controller.reconcile_once()
+    assert cluster.cloud.create_calls == []
+    message = "Could not launch node, cpu resource usage of 2 exceeds limit of 2"
+    assert result.failed == {f"default/{pod['metadata']['name']}": message}
+    (event,) = cluster.api.events(reason="LimitExceeded")
+    assert event["involvedObject"]["kind"] == "Provisioner" and event["message"] == message
+
+
+def test_options_that_would_overshoot_the_limit_are_dropped():
+    from dataclasses import replace
+
+    from provisioner.scheduling.solver import solve
+
+    cluster = Cluster(provisioner=provisioner_with(limits_cpu=3))
+    cluster.controller.solver = lambda given: solve(replace(given, provisioner_usage={}))
+    cluster.pending_pod(template=flexible_template("1"))
+    cluster.controller.reconcile_once()
+    (request,) = cluster.cloud.create_calls
+    assert request.instance_type_options
+    assert all(t.capacity["cpu"] <= 3000 for t in request.instance_type_options)
 
 
 def test_launch_errors_back_off_per_provisioner():
