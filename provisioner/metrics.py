@@ -22,8 +22,9 @@ Prometheus expects, i.e. milli-CPU / 1000; memory and storage in bytes; counts a
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -224,6 +225,102 @@ def outcome_of(error: BaseException | None) -> str:
             out.append("_")
         out.append(ch.lower())
     return "".join(out)
+
+
+_gauge_lock = threading.Lock()
+#: Label tuples each state gauge was last set for, so series of deleted objects are removed.
+_live_series: dict[str, set[tuple[str, ...]]] = {}
+
+
+def _quantities(resources: Any) -> dict[str, int]:
+    """``{"cpu": "4", "memory": "30310Mi"}`` -> core units; unreadable entries are skipped."""
+    from provisioner.api.quantity import QuantityError, parse_quantity
+
+    result: dict[str, int] = {}
+    if isinstance(resources, Mapping):
+        for name, value in resources.items():
+            try:
+                result[str(name)] = parse_quantity(value, str(name))
+            except (QuantityError, TypeError, ValueError):
+                continue
+    return result
+
+
+def update_cluster_gauges(
+    nodes: Iterable[Mapping[str, Any]],
+    pods_by_node: Mapping[str, Iterable[Mapping[str, Any]]],
+    provisioners: Iterable[Mapping[str, Any]],
+) -> None:
+    """Set the per-Provisioner and per-node gauges from Kubernetes objects, dropping stale series.
+
+    - ``provisioners``: Provisioner objects; ``status.resources`` -> :data:`PROVISIONER_USAGE`,
+      ``spec.limits.resources`` -> :data:`PROVISIONER_LIMIT` and :data:`PROVISIONER_USAGE_RATIO`
+      (usage / limit; ``+Inf`` when the limit is 0 and something is used).
+    - ``nodes``: Node objects; only nodes labelled ``karpenter.sh/provisioner-name`` (launched by
+      Groupless) are exported: ``status.allocatable`` -> :data:`NODE_ALLOCATABLE`, the summed
+      effective requests (kube-scheduler's rules, DaemonSet pods included, finished pods
+      excluded) of ``pods_by_node[name]`` -> :data:`NODE_REQUESTED`.
+
+    Call it after each resync of the cluster cache (the controller) or periodically; cheap
+    (one pass). Series of objects no longer given are removed. Odd objects never raise.
+    """
+    from provisioner.api.labels import PROVISIONER_NAME
+    from provisioner.scheduling.pods import is_terminal, pod_requests
+
+    values: dict[str, dict[tuple[str, ...], float]] = {
+        g._name: {} for g in (PROVISIONER_USAGE, PROVISIONER_LIMIT, PROVISIONER_USAGE_RATIO,
+                              NODE_ALLOCATABLE, NODE_REQUESTED)
+    }
+    for obj in provisioners:
+        metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        if not isinstance(name, str) or not name:
+            continue
+        status, spec = obj.get("status") or {}, obj.get("spec") or {}
+        usage = _quantities(status.get("resources") if isinstance(status, Mapping) else None)
+        limits_block = spec.get("limits") if isinstance(spec, Mapping) else None
+        limits = _quantities(limits_block.get("resources") if isinstance(limits_block, Mapping) else None)
+        for resource, amount in usage.items():
+            values[PROVISIONER_USAGE._name][(name, resource)] = resource_value(resource, amount)
+        for resource, limit in limits.items():
+            used = usage.get(resource, 0)
+            values[PROVISIONER_LIMIT._name][(name, resource)] = resource_value(resource, limit)
+            ratio = used / limit if limit else (float("inf") if used else 0.0)
+            values[PROVISIONER_USAGE_RATIO._name][(name, resource)] = ratio
+    for node in nodes:
+        metadata = node.get("metadata") if isinstance(node, Mapping) else None
+        if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
+            continue
+        labels = metadata.get("labels") or {}
+        owner = labels.get(PROVISIONER_NAME) if isinstance(labels, Mapping) else None
+        if not isinstance(owner, str) or not owner:
+            continue
+        node_name = metadata["name"]
+        status = node.get("status") or {}
+        for resource, amount in _quantities(status.get("allocatable") if isinstance(status, Mapping) else None).items():
+            values[NODE_ALLOCATABLE._name][(node_name, owner, resource)] = resource_value(resource, amount)
+        requested: dict[str, int] = {}
+        for pod in pods_by_node.get(node_name, ()):
+            try:
+                if is_terminal(pod):
+                    continue
+                for resource, amount in pod_requests(pod).items():
+                    requested[resource] = requested.get(resource, 0) + amount
+            except (ValueError, TypeError, AttributeError):
+                continue  # a malformed pod is skipped, never fatal
+        for resource, amount in requested.items():
+            values[NODE_REQUESTED._name][(node_name, owner, resource)] = resource_value(resource, amount)
+    with _gauge_lock:
+        for gauge in (PROVISIONER_USAGE, PROVISIONER_LIMIT, PROVISIONER_USAGE_RATIO, NODE_ALLOCATABLE, NODE_REQUESTED):
+            current = values[gauge._name]
+            for labels_tuple, value in current.items():
+                gauge.labels(*labels_tuple).set(value)
+            for stale in _live_series.get(gauge._name, set()) - current.keys():
+                try:
+                    gauge.remove(*stale)
+                except KeyError:
+                    pass
+            _live_series[gauge._name] = set(current)
 
 
 @contextmanager

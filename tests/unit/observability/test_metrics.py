@@ -105,3 +105,49 @@ def test_metric_names_include_counter_total_suffix() -> None:
     assert "groupless_evictions_total" in names
     assert "groupless_provisioner_batch_duration_seconds" in names
     assert set(metrics.EVICTION_OUTCOMES) == {"evicted", "pdb_blocked", "not_found", "error"}
+
+
+def _node(name: str, provisioner: str | None, allocatable: dict[str, str]) -> dict:
+    labels = {"karpenter.sh/provisioner-name": provisioner} if provisioner else {}
+    return {"kind": "Node", "metadata": {"name": name, "labels": labels}, "status": {"allocatable": allocatable}}
+
+
+def _pod(cpu: str, memory: str, phase: str = "Running") -> dict:
+    return {"kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
+            "status": {"phase": phase}}
+
+
+def test_cluster_gauges_from_objects_and_stale_series_removed() -> None:
+    provisioner = {"kind": "Provisioner", "metadata": {"name": "gauges"},
+                   "spec": {"limits": {"resources": {"cpu": "8", "memory": "64Gi"}}},
+                   "status": {"resources": {"cpu": "4", "memory": "30310Mi", "pods": "58"}}}
+    nodes = [_node("ip-1", "gauges", {"cpu": "3820m", "memory": "29217Mi", "pods": "58"}),
+             _node("unmanaged", None, {"cpu": "2"}),
+             {"kind": "Node", "metadata": None}]  # odd objects are skipped
+    pods = {"ip-1": [_pod("1", "1Gi"), _pod("1", "1Gi"), _pod("500m", "512Mi"), _pod("4", "1Gi", phase="Succeeded"),
+                     {"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}}]}
+    metrics.update_cluster_gauges(nodes, pods, [provisioner, {"metadata": {}}])
+    assert sample("groupless_provisioner_usage", provisioner="gauges", resource="cpu") == 4.0
+    assert sample("groupless_provisioner_usage", provisioner="gauges", resource="pods") == 58.0
+    assert sample("groupless_provisioner_limit", provisioner="gauges", resource="memory") == float(64 * 2**30)
+    assert sample("groupless_provisioner_usage_ratio", provisioner="gauges", resource="cpu") == 0.5
+    assert sample("groupless_provisioner_usage_ratio", provisioner="gauges", resource="pods") is None  # not limited
+    assert sample("groupless_node_allocatable", node="ip-1", provisioner="gauges", resource="cpu") == 3.82
+    assert sample("groupless_node_requested", node="ip-1", provisioner="gauges", resource="cpu") == 2.5
+    assert sample("groupless_node_requested", node="ip-1", provisioner="gauges", resource="memory") == float(2.5 * 2**30)
+    assert sample("groupless_node_requested", node="ip-1", provisioner="gauges", resource="pods") == 3.0
+    assert sample("groupless_node_allocatable", node="unmanaged", provisioner="", resource="cpu") is None
+    # the node and the Provisioner go away: their series go too
+    metrics.update_cluster_gauges([], {}, [])
+    assert sample("groupless_node_allocatable", node="ip-1", provisioner="gauges", resource="cpu") is None
+    assert sample("groupless_provisioner_usage", provisioner="gauges", resource="cpu") is None
+
+
+def test_zero_limit_ratio_is_infinite_when_anything_is_used() -> None:
+    provisioner = {"metadata": {"name": "zero"}, "spec": {"limits": {"resources": {"cpu": "0", "memory": "0"}}},
+                   "status": {"resources": {"cpu": "1"}}}
+    metrics.update_cluster_gauges([], {}, [provisioner])
+    assert sample("groupless_provisioner_usage_ratio", provisioner="zero", resource="cpu") == float("inf")
+    assert sample("groupless_provisioner_usage_ratio", provisioner="zero", resource="memory") == 0.0
+    metrics.update_cluster_gauges([], {}, [])
