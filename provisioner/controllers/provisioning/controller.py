@@ -279,10 +279,12 @@ class ProvisioningController:
                 self.trigger(None)  # periodic resync: a missed event only delays
                 continue
             try:
-                self._process(batch)
+                result = self._process(batch)
             except Exception:
                 log.exception("Provisioning failed")
-            log.info("Waiting for unschedulable pods")
+                continue
+            if result.pods:
+                log.info("Waiting for unschedulable pods")
         self._pool.shutdown(wait=False)
 
     def _next_wake(self) -> float:
@@ -296,19 +298,20 @@ class ProvisioningController:
         return max(0.05, min([self.settings.resync_seconds, *ends]))
 
     def _process(self, batch: Batch) -> ProvisionResult:
-        n = len(batch.uids)
-        metrics.BATCH_SIZE.observe(n)
-        metrics.BATCH_DURATION.observe(batch.duration)
-        log.info("Batched %d pods in %s", n, _format_duration(batch.duration))
-        return self.reconcile_once()
+        return self.reconcile_once(batch)
 
     def step(self) -> ProvisionResult | None:
         """Process the batching window if it is due (tests drive it with a fake clock); None otherwise."""
         batch = self.batcher.take()
         return None if batch is None else self._process(batch)
 
-    def reconcile_once(self) -> ProvisionResult:
-        """One round now: prune ended nominations, then provision every provisionable pod."""
+    def reconcile_once(self, batch: Batch | None = None) -> ProvisionResult:
+        """One round now: prune ended nominations, then provision every provisionable pod.
+
+        ``batch`` is the window that led here (for the "Batched N pods in D" line and the
+        batch metrics; N counts the provisionable pods found, which includes pods still
+        pending from earlier rounds).
+        """
         if not self.state.synced():
             log.info("Cluster state is not synced yet; not provisioning")
             return ProvisionResult()
@@ -317,6 +320,13 @@ class ProvisioningController:
             self._prune_nominations(snapshot)
             nominated = self._nominated_uids(snapshot)
             pods = [p for p in snapshot.pending_pods if not_provisionable_reason(p, nominated) is None]
+            if batch is not None:
+                if pods:
+                    metrics.BATCH_SIZE.observe(len(pods))
+                    metrics.BATCH_DURATION.observe(batch.duration)
+                    log.info("Batched %d pods in %s", len(pods), _format_duration(batch.duration))
+                else:
+                    log.debug("No provisionable pods after a %s window", _format_duration(batch.duration))
             if not pods:
                 # keep the decoded-node cache warm, so that the next burst only pays for changes
                 self._cluster_nodes(snapshot, frozenset())
