@@ -122,11 +122,9 @@ class Manager:
 
     def resync(self) -> None:
         """Enqueue every node controller for every Node, the counter of every Provisioner, and GC."""
-        nodes, _ = self.ctx.kube.list("Node")
-        for node in nodes:
+        for node in self.ctx.all("Node"):
             self.enqueue_node(objects.name(node))
-        provisioners, _ = self.ctx.kube.list("Provisioner")
-        for provisioner in provisioners:
+        for provisioner in self.ctx.all("Provisioner"):
             self.enqueue_provisioner(objects.name(provisioner))
         self.queue.add(GC_KEY)
 

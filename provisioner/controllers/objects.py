@@ -73,6 +73,10 @@ class Context:
     reader: Reader | None = None
     lister: Lister | None = None
 
+    def all(self, kind: str) -> list[Object]:
+        """Every object of ``kind`` (from the cache when plugged in)."""
+        return self.lister(kind) if self.lister is not None else self.kube.list(kind)[0]
+
     def nodes(self, provisioner: str | None = None) -> list[Object]:
         """Every Node (from the cache when plugged in), or those labelled with ``provisioner``."""
         if self.lister is not None:
