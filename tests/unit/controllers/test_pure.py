@@ -79,6 +79,9 @@ def test_odd_objects_do_not_crash() -> None:
     assert objects.name(odd) == "" and objects.taints(odd) == [] and not objects.is_ready(odd)
     assert objects.created_at({"metadata": {"creationTimestamp": "yesterday"}}) is None
     assert not objects.tolerates_unschedulable(odd)
+    malformed: dict[str, Any] = {"metadata": {"ownerReferences": "x", "annotations": 5}, "status": "gone"}
+    assert not objects.is_daemonset_pod(malformed) and not objects.is_static_pod(malformed)
+    assert not objects.is_terminal(malformed) and objects.is_occupant(malformed)
 
 
 def test_sum_capacity_formats_quantities() -> None:
