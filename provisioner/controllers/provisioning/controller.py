@@ -59,8 +59,8 @@ from provisioner.controllers.provisioning.nodes import (
     quantity_string,
     taint_dicts,
 )
-from provisioner.controllers.provisioning.selection import not_provisionable_reason
-from provisioner.kube.api import AlreadyExistsError, ApiError, KubeAPI, NotFoundError, Object, WatchEvent
+from provisioner.controllers.provisioning.selection import not_provisionable_reason, owner_kind
+from provisioner.kube.api import AlreadyExistsError, ApiError, KubeAPI, Object, WatchEvent
 from provisioner.kube.events import EventRecorder
 from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.instancetypes import InstanceType
@@ -349,6 +349,8 @@ class ProvisioningController:
             snapshot = self.state.snapshot()
             pending = []
             for obj in pods:
+                if owner_kind(obj) in ("DaemonSet", "Node"):
+                    continue  # their controller puts them on every node, the replacement included
                 copy = dict(obj)
                 spec = dict(copy.get("spec") or {})
                 spec.pop("nodeName", None)
@@ -406,18 +408,42 @@ class ProvisioningController:
             current = nom.active(decoded, now, ended)
             if current == decoded and not decoded.malformed:
                 continue
-            value = nom.encode(current) if current.pods else None
-            try:
-                self.api.patch(
-                    "Node", name, {"metadata": {"annotations": {wk.NOMINATIONS_ANNOTATION: value}}}
-                )
-            except ApiError as exc:
-                log.warning("Could not prune nominations of node %s: %s", name, exc)
+            self._patch_nominations(name, raw, nom.encode(current) if current.pods else None)
         # launches the cache now shows (or whose pods are gone) need no memory of ours
         with self._lock:
             for uid, node_name in list(self._launched_for.items()):
                 if node_name in snapshot.nodes or uid not in present or uid in snapshot.bound_pod_uids:
                     del self._launched_for[uid]
+
+    def _patch_nominations(self, node_name: str, old: str | None, new: str | None) -> Object | None:
+        """Replace the nominations annotation only if it still reads ``old`` (a JSON patch ``test``).
+
+        The initialization controller moves the deadline of the same annotation; the test op
+        makes a concurrent change fail (422) instead of being overwritten, and the next round
+        starts from the new value. Without an ``old`` value there is nothing to race with and a
+        merge patch adds the annotation (the annotations map itself may be absent). Returns the
+        patched Node, None when the write failed (logged).
+        """
+        try:
+            if old is None:
+                return self.api.patch(
+                    "Node", node_name, {"metadata": {"annotations": {wk.NOMINATIONS_ANNOTATION: new}}}
+                )
+            path = "/metadata/annotations/" + wk.NOMINATIONS_ANNOTATION.replace("~", "~0").replace("/", "~1")
+            ops: list[dict[str, Any]] = [{"op": "test", "path": path, "value": old}]
+            ops.append(
+                {"op": "remove", "path": path}
+                if new is None
+                else {"op": "replace", "path": path, "value": new}
+            )
+            return self.api.patch("Node", node_name, ops)
+        except ApiError as exc:
+            log.info(
+                "Nominations of node %s changed meanwhile or could not be written (%s); retrying next round",
+                node_name,
+                exc,
+            )
+            return None
 
     # ------------------------------------------------------------------ the round
     def _provision(
@@ -949,24 +975,28 @@ class ProvisioningController:
             node = round_.snapshot.nodes.get(node_name) or self._created.get(node_name)
         if node is None:
             return
-        raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
-        current = nom.active(nom.decode(raw), self.clock.now(), round_.snapshot.bound_pod_uids)
-        deadline = current.deadline or (
-            self.clock.now()
-            + self.settings.registration_timeout_seconds
-            + self.settings.nomination_ttl_seconds
-        )
-        updated = current
-        for pod in pods:
-            updated = nom.nominate(updated, pod.uid, pod.key, pod.requests, deadline)
-        try:
-            patched = self.api.patch(
-                "Node",
-                node_name,
-                {"metadata": {"annotations": {wk.NOMINATIONS_ANNOTATION: nom.encode(updated)}}},
+        patched: Object | None = None
+        for attempt in range(2):
+            if attempt:  # the cached node was stale: read the current one
+                try:
+                    node = self.api.get("Node", node_name)
+                except ApiError as exc:
+                    log.warning("Could not nominate %d pod(s) to node %s: %s", len(pods), node_name, exc)
+                    return
+            raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
+            current = nom.active(nom.decode(raw), self.clock.now(), round_.snapshot.bound_pod_uids)
+            deadline = current.deadline or (
+                self.clock.now()
+                + self.settings.registration_timeout_seconds
+                + self.settings.nomination_ttl_seconds
             )
-        except (NotFoundError, ApiError) as exc:
-            log.warning("Could not nominate %d pod(s) to node %s: %s", len(pods), node_name, exc)
+            updated = current
+            for pod in pods:
+                updated = nom.nominate(updated, pod.uid, pod.key, pod.requests, deadline)
+            patched = self._patch_nominations(node_name, raw, nom.encode(updated))
+            if patched is not None:
+                break
+        if patched is None:
             return
         with self._lock:
             if node_name in self._created:

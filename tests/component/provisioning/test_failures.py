@@ -263,3 +263,30 @@ def test_replace_capacity_raises_when_pods_cannot_be_placed():
     with pytest.raises(ReplacementError) as err:
         cluster.controller.replace_capacity([bound], name)
     assert "default/" in str(err.value) and "limit" in str(err.value)
+
+
+def test_nomination_writes_do_not_overwrite_a_concurrent_change():
+    cluster = Cluster(provisioner=provisioner_with())
+    cluster.pending_pod(template=flexible_template("1"))
+    cluster.controller.reconcile_once()
+    (node,) = cluster.nodes()
+    name = node["metadata"]["name"]
+    stale = node["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION]
+    moved = json.loads(stale)
+    moved["deadline"] = "2030-01-01T00:00:00Z"  # the initialization controller moved the deadline
+    moved_raw = json.dumps(moved)
+    cluster.api.patch("Node", name, {"metadata": {"annotations": {wk.NOMINATIONS_ANNOTATION: moved_raw}}})
+    assert cluster.controller._patch_nominations(name, stale, None) is None
+    assert cluster.api.get("Node", name)["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION] == moved_raw
+    assert cluster.controller._patch_nominations(name, moved_raw, None) is not None
+    assert wk.NOMINATIONS_ANNOTATION not in cluster.api.get("Node", name)["metadata"]["annotations"]
+
+
+def test_provision_leaves_daemonset_pods_alone():
+    cluster = Cluster(provisioner=provisioner_with())
+    ds_pod = cluster.pending_pod(template=flexible_template("1"))
+    ds_pod["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "x", "uid": "d", "controller": True}
+    ]
+    result = cluster.controller.provision([ds_pod], exclude_nodes={"some-node"})
+    assert result.pods == 0 and result.nodes == () and cluster.cloud.create_calls == []
