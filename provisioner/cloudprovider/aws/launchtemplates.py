@@ -22,12 +22,14 @@ import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from provisioner.api.quantity import parse_quantity
 from provisioner.api.types import AWSProvider, BlockDeviceMapping, MetadataOptions
+from provisioner.clock import Clock
 from provisioner.cloudprovider.aws.amis import BOTTLEROCKET
 from provisioner.cloudprovider.aws.errors import error_code, translate
 from provisioner.scheduling.resources import GIB
@@ -160,11 +162,18 @@ def ephemeral_storage_bytes(provider: AWSProvider | None, ami_family: str) -> in
 
 
 class LaunchTemplates:
-    """Ensures generated launch templates exist (describe, create on NotFound), remembering names it has seen."""
+    """Ensures generated launch templates exist (describe, create on NotFound), remembering names it has seen.
 
-    def __init__(self, ec2: Any) -> None:
+    Also deletes generated templates nothing uses any more (:meth:`delete_unused`), as Karpenter
+    v0.6.3 did: every new AMI release or label change makes a new template, and EC2 allows a
+    limited number per region.
+    """
+
+    def __init__(self, ec2: Any, clock: Clock) -> None:
         self._ec2 = ec2
+        self._clock = clock
         self._known: set[str] = set()
+        self._used: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def ensure(self, config: LaunchTemplateConfig, tags: Mapping[str, str]) -> str:
@@ -174,6 +183,7 @@ class LaunchTemplates:
         """
         name = config.name
         with self._lock:
+            self._used[name] = self._clock.monotonic()
             if name in self._known:
                 return name
         try:
@@ -211,5 +221,56 @@ class LaunchTemplates:
             raise translate(error, f"creating launch template {name}") from error
 
     def forget(self) -> None:
+        """Forget which templates exist (after one vanished: the next launch re-creates it)."""
         with self._lock:
             self._known.clear()
+
+    def delete_unused(self, cluster_name: str, in_use_ids: set[str], min_age_seconds: float) -> list[str]:
+        """Delete this cluster's generated templates that nothing needs; the names deleted, sorted.
+
+        A template is kept when a live instance was launched from it (``in_use_ids``: the
+        ``aws:ec2launchtemplate:id`` tags EC2 puts on instances), when it is younger than
+        ``min_age_seconds``, or when this process used it within ``min_age_seconds``.
+        Raises LaunchError (from the botocore error) when listing fails; a template already
+        gone is skipped.
+        """
+        prefix = f"{LAUNCH_TEMPLATE_PREFIX}/{cluster_name}/"
+        now_wall = self._clock.now()
+        now = self._clock.monotonic()
+        try:
+            templates = [
+                t
+                for page in self._ec2.get_paginator("describe_launch_templates").paginate(
+                    Filters=[{"Name": f"tag:{GROUPLESS_CLUSTER_TAG}", "Values": [cluster_name]}]
+                )
+                for t in page.get("LaunchTemplates", [])
+            ]
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "listing launch templates") from error
+        deleted: list[str] = []
+        for template in templates:
+            name = str(template.get("LaunchTemplateName", ""))
+            created = template.get("CreateTime")
+            age = now_wall - created.timestamp() if isinstance(created, datetime) else 0.0
+            with self._lock:
+                used = self._used.get(name)
+            if (
+                not name.startswith(prefix)
+                or template.get("LaunchTemplateId") in in_use_ids
+                or age < min_age_seconds
+                or (used is not None and now - used < min_age_seconds)
+            ):
+                continue
+            try:
+                self._ec2.delete_launch_template(LaunchTemplateId=template["LaunchTemplateId"])
+            except ClientError as error:
+                if error_code(error) not in (
+                    "InvalidLaunchTemplateId.NotFound",
+                    "InvalidLaunchTemplateName.NotFoundException",
+                ):
+                    raise translate(error, f"deleting launch template {name}") from error
+            with self._lock:
+                self._known.discard(name)
+                self._used.pop(name, None)
+            deleted.append(name)
+        return sorted(deleted)

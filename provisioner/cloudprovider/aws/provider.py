@@ -140,7 +140,7 @@ class AWSCloudProvider:
         self._ec2 = ec2
         self.unavailable = UnavailableOfferings(self.clock)
         self.amis = AMIResolver(ssm, self.clock)
-        self.launch_templates = LaunchTemplates(ec2)
+        self.launch_templates = LaunchTemplates(ec2, self.clock)
         self.pricing = PricingProvider(
             settings.region,
             ec2,
@@ -382,7 +382,13 @@ class AWSCloudProvider:
         ]
         tags = self._instance_tags(request)
         fleet_input = build_create_fleet_input(request.id, capacity_type, overrides, tags)
-        response = self._call("creating fleet", lambda: self._ec2.create_fleet(**fleet_input))
+        try:
+            response = self._call("creating fleet", lambda: self._ec2.create_fleet(**fleet_input))
+        except NotFoundError as error:  # a launch template was deleted behind our back
+            self.launch_templates.forget()
+            raise LaunchError(
+                f"creating fleet for node request {request.id}: {error}; retry re-creates it"
+            ) from error
         result = parse_create_fleet_output(response, capacity_type, {s.subnet_id: s.zone for s in subnets})
         instance = self._first_instance(request, result)
         machine = self._describe_launched(instance.instance_id, request)
@@ -425,8 +431,7 @@ class AWSCloudProvider:
                 return self.machine_from_instance(instance)
         raise NotFoundError(f"instance {instance_id} not found")
 
-    def list(self) -> MachineList:
-        """Live instances owned by this cluster and launched for a Provisioner, sorted by provider ID."""
+    def _live_instances(self) -> list[dict[str, Any]]:
         filters = [
             {"Name": f"tag:kubernetes.io/cluster/{self.settings.cluster_name}", "Values": ["owned"]},
             {"Name": "tag-key", "Values": [wk.PROVISIONER_NAME]},
@@ -440,8 +445,29 @@ class AWSCloudProvider:
                     out.extend(reservation.get("Instances", []))
             return out
 
-        instances = self._call("listing instances", describe)
-        return sorted((self.machine_from_instance(i) for i in instances), key=lambda m: m.provider_id)
+        return self._call("listing instances", describe)
+
+    def list(self) -> MachineList:
+        """Live instances owned by this cluster and launched for a Provisioner, sorted by provider ID."""
+        return sorted(
+            (self.machine_from_instance(i) for i in self._live_instances()), key=lambda m: m.provider_id
+        )
+
+    def delete_unused_launch_templates(self, min_age_seconds: float = 3600.0) -> tuple[str, ...]:
+        """Delete generated launch templates no live instance of this cluster uses (see LaunchTemplates.delete_unused).
+
+        Meant for the leader's garbage collection; returns the names deleted.
+        """
+        in_use = {
+            tag["Value"]
+            for instance in self._live_instances()
+            for tag in instance.get("Tags", []) or []
+            if tag.get("Key") == "aws:ec2launchtemplate:id"
+        }
+        deleted = self.launch_templates.delete_unused(self.settings.cluster_name, in_use, min_age_seconds)
+        for name in deleted:
+            log.info("Deleted unused launch template %s", name)
+        return tuple(deleted)
 
     # ------------------------------------------------------------------ launch internals
     def _instance_tags(self, request: NodeRequest) -> dict[str, str]:

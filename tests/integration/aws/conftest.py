@@ -4,6 +4,7 @@ Tests never reset it: each uses its own node request IDs, so they can share the 
 """
 
 import os
+import time
 
 import boto3
 import pytest
@@ -72,7 +73,8 @@ def catalog():
 
 @pytest.fixture
 def clock():
-    return FakeClock()
+    """A fake clock starting at the real time (moto stamps resources with the real time)."""
+    return FakeClock(start=float(int(time.time())))
 
 
 @pytest.fixture

@@ -278,3 +278,21 @@ def test_delete_get_list(provider, provisioner):
     assert machine.provider_id not in {m.provider_id for m in provider.list()}
     with pytest.raises(NotFoundError):
         provider.get("aws:///ap-south-1a/i-0123456789abcdef0")
+
+
+def test_unused_launch_templates_are_deleted(provider, provisioner, ec2, clock):
+    calls = record_fleet_calls(ec2)
+    labels = {"karpenter.sh/capacity-type": "on-demand", "kubernetes.io/arch": "amd64"}
+    machine = provider.create(
+        node_request(provider, provisioner, ["c5.xlarge"], labels, node_labels={"gc": "test"})
+    )
+    name = calls[0]["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
+    assert name not in provider.delete_unused_launch_templates(min_age_seconds=0)  # a live instance uses it
+    provider.delete(machine.provider_id)
+    for _ in range(2):
+        ec2.describe_instances(InstanceIds=[machine.instance_id])  # moto: shutting-down, then terminated
+    clock.advance(3601)
+    assert name in provider.delete_unused_launch_templates(min_age_seconds=3600)
+    assert not ec2.describe_launch_templates(Filters=[{"Name": "launch-template-name", "Values": [name]}])[
+        "LaunchTemplates"
+    ]
