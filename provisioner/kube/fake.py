@@ -29,6 +29,7 @@ graceful deletions whose grace has passed on the clock).
 
 from __future__ import annotations
 
+import bisect
 import copy
 import itertools
 import math
@@ -148,6 +149,7 @@ class FakeKubeAPI:
         self._rv = itertools.count(1)
         self._last_rv = 0
         self._log: list[_LogEntry] = []
+        self._log_rvs: list[int] = []  # the log's resourceVersions, ascending (for bisect)
         self._compacted_rv = 0
         self._subscribers: list[ChangeCallback] = []
         self._pod_deleted: list[PodCallback] = []
@@ -177,6 +179,7 @@ class FakeKubeAPI:
         rv = int(obj["metadata"]["resourceVersion"])
         event = WatchEvent(type_, copy.deepcopy(obj))
         self._log.append(_LogEntry(rv, kind, event))
+        self._log_rvs.append(rv)
         pending.append((kind, event))
         self._cond.notify_all()
 
@@ -287,7 +290,8 @@ class FakeKubeAPI:
         last = start
         while True:
             with self._lock:
-                batch = [e for e in self._log if e.rv > last and e.kind == kind]
+                start_at = bisect.bisect_right(self._log_rvs, last)
+                batch = [e for e in self._log[start_at:] if e.kind == kind]
                 if self._log:
                     last = max(last, self._log[-1].rv)
                 if not batch:
@@ -579,6 +583,7 @@ class FakeKubeAPI:
         """Forget the event log: watches from any earlier resourceVersion now get 410 Gone."""
         with self._lock:
             self._log.clear()
+            self._log_rvs.clear()
             self._compacted_rv = self._last_rv
 
     def close(self) -> None:

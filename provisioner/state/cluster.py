@@ -126,7 +126,7 @@ class ClusterState:
         self.retry_seconds = retry_seconds
         self.max_retry_seconds = max_retry_seconds
         self._lock = threading.RLock()
-        self._dispatch = threading.Lock()
+        self._dispatch = threading.RLock()  # a subscriber may cause a nested announcement
         self._store: dict[str, dict[ObjKey, Object]] = {k: {} for k in self.kinds}
         self._rv: dict[str, str] = {}
         self._synced: set[str] = set()
