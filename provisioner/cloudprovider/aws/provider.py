@@ -472,15 +472,18 @@ class AWSCloudProvider:
     # ------------------------------------------------------------------ launch internals
     def _instance_tags(self, request: NodeRequest) -> dict[str, str]:
         provisioner = request.provisioner
-        tags = {
-            "Name": f"{wk.PROVISIONER_NAME}/{provisioner.name}",
-            wk.PROVISIONER_NAME: provisioner.name,
-            f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
-            GROUPLESS_CLUSTER_TAG: self.settings.cluster_name,
-        }
+        tags = {"Name": f"{wk.PROVISIONER_NAME}/{provisioner.name}"}
         if provisioner.spec.provider is not None:
-            tags.update(provisioner.spec.provider.tags_map)  # user tags win (v0.6.3)
-        tags[wk.NODE_REQUEST_TAG] = request.id  # never overridable: idempotency depends on it
+            tags.update(provisioner.spec.provider.tags_map)  # user tags win over Name (v0.6.3)...
+        # ...but not over the tags list(), the idempotency look-up and garbage collection rely on.
+        tags.update(
+            {
+                wk.PROVISIONER_NAME: provisioner.name,
+                f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
+                GROUPLESS_CLUSTER_TAG: self.settings.cluster_name,
+                wk.NODE_REQUEST_TAG: request.id,
+            }
+        )
         return tags
 
     def _launch_templates(
@@ -551,6 +554,13 @@ class AWSCloudProvider:
             result[name] = self.launch_templates.ensure(config, lt_tags)
         if not result:
             raise ConfigurationError("; ".join(sorted(set(missing))))
+        if missing:
+            log.warning(
+                "Launching node request %s without %d option(s) that have no image: %s",
+                request.id,
+                len(names) - len(result),
+                "; ".join(sorted(set(missing))),
+            )
         return result
 
     def _first_instance(self, request: NodeRequest, result: FleetResult) -> Any:

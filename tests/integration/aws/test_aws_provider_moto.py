@@ -296,3 +296,21 @@ def test_unused_launch_templates_are_deleted(provider, provisioner, ec2, clock):
     assert not ec2.describe_launch_templates(Filters=[{"Name": "launch-template-name", "Values": [name]}])[
         "LaunchTemplates"
     ]
+
+
+def test_provisioner_tags_win_except_the_ones_bookkeeping_needs(provider, ec2, provisioner_with):
+    provisioner = provisioner_with(
+        tags=(
+            ("team", "payments"),
+            ("Name", "payments-node"),
+            ("kubernetes.io/cluster/karpenter-demo", "shared"),
+        )
+    )
+    machine = provider.create(
+        node_request(provider, provisioner, ["m5.large"], {"karpenter.sh/capacity-type": "on-demand"})
+    )
+    instance = ec2.describe_instances(InstanceIds=[machine.instance_id])["Reservations"][0]["Instances"][0]
+    tags = {t["Key"]: t["Value"] for t in instance["Tags"]}
+    assert (tags["team"], tags["Name"]) == ("payments", "payments-node")
+    assert tags["kubernetes.io/cluster/karpenter-demo"] == "owned"
+    assert machine.provider_id in {m.provider_id for m in provider.list()}
