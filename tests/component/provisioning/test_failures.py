@@ -90,19 +90,24 @@ def test_limits_hold():
     assert launched_cpu <= 5000
 
 
-def test_usage_at_limit_blocks_launch_with_an_event():
-    cluster = Cluster(provisioner=provisioner_with(limits_cpu=2))
+def add_tainted_node(cluster, cpu):
+    """A Ready node of the Provisioner that no test pod tolerates: it only counts against limits."""
     cluster.api.create(
         "Node",
         {
             "metadata": {"name": "existing", "labels": {wk.PROVISIONER_NAME: "default"}},
             "spec": {"taints": [{"key": "dedicated", "effect": "NoSchedule"}]},
             "status": {
-                "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                "capacity": {"cpu": cpu, "memory": "8Gi", "pods": "29"},
                 "conditions": [{"type": "Ready", "status": "True"}],
             },
         },
     )
+
+
+def test_usage_at_limit_blocks_launch_with_an_event():
+    cluster = Cluster(provisioner=provisioner_with(limits_cpu=2))
+    add_tainted_node(cluster, cpu="2")
     pod = cluster.pending_pod(template=flexible_template("1"))
     result = cluster.controller.reconcile_once()
     assert cluster.cloud.create_calls == []
@@ -120,17 +125,7 @@ def test_launch_is_checked_against_limits_even_when_the_plan_is_not():
 
     cluster = Cluster(provisioner=provisioner_with(limits_cpu=2))
     cluster.controller.solver = lambda given: solve(replace(given, provisioner_usage={}))
-    cluster.api.create(
-        "Node",
-        {
-            "metadata": {"name": "existing", "labels": {wk.PROVISIONER_NAME: "default"}},
-            "spec": {"taints": [{"key": "dedicated", "effect": "NoSchedule"}]},
-            "status": {
-                "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
-                "conditions": [{"type": "Ready", "status": "True"}],
-            },
-        },
-    )
+    add_tainted_node(cluster, cpu="2")
     pod = cluster.pending_pod(template=flexible_template("1"))
     result = cluster.controller.reconcile_once()
     assert cluster.cloud.create_calls == []
