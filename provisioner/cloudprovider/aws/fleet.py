@@ -24,6 +24,10 @@ from typing import Any
 
 from provisioner.api import labels as wk
 
+#: Most overrides one CreateFleet takes across its launch templates (EC2 API reference,
+#: FleetLaunchTemplateConfigRequest: 300 for request/maintain fleets; applied to instant too).
+MAX_OVERRIDES = 300
+
 
 @dataclass(frozen=True, slots=True)
 class Override:
@@ -92,9 +96,11 @@ def build_create_fleet_input(
 ) -> dict[str, Any]:
     """The keyword arguments of ``ec2.create_fleet`` for one node.
 
-    ``overrides`` in preference order (cheapest first); templates keep the order of their first
-    override. ``tags`` go on the instance, its volumes and the fleet.
+    ``overrides`` in preference order (cheapest first), the first :data:`MAX_OVERRIDES` kept;
+    templates keep the order of their first override. ``tags`` go on the instance, its volumes
+    and the fleet.
     """
+    overrides = list(overrides)[:MAX_OVERRIDES]
     by_template: dict[str, list[dict[str, str]]] = {}
     for o in overrides:
         by_template.setdefault(o.launch_template, []).append(

@@ -295,3 +295,14 @@ def test_selectors_provider_ids_and_errors():
     assert isinstance(translate(client_error("InvalidInstanceID.NotFound"), "x"), NotFoundError)
     assert isinstance(translate(client_error("InvalidParameterValue"), "x"), ConfigurationError)
     assert isinstance(translate(client_error("InternalError"), "x"), LaunchError)
+
+
+def test_overrides_are_capped_cheapest_first():
+    many = [Override("lt", f"type{i}.large", "ap-south-1a", "subnet-a") for i in range(400)]
+    request = build_create_fleet_input("req", "spot", many, {})
+    kept = request["LaunchTemplateConfigs"][0]["Overrides"]
+    assert (
+        len(kept) == 300
+        and kept[0]["InstanceType"] == "type0.large"
+        and kept[-1]["InstanceType"] == "type299.large"
+    )
