@@ -55,8 +55,9 @@ def register(subparsers: Any) -> None:
     )
     demo.add_argument("--name", default="demo", help="cluster name (default: demo)")
     demo.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
-    demo.add_argument("--expiry-seconds", type=int, default=60,
-                      help="ttlSecondsUntilExpired used for the node-upgrade step (the walkthrough's 1800 s, shortened)")
+    demo.add_argument("--expiry-seconds", type=int, default=None, metavar="SECONDS",
+                      help="ttlSecondsUntilExpired for the node-upgrade step (the walkthrough's 1800 s; default: "
+                      "the node's age + 10 s, so it expires soon)")
     demo.set_defaults(func=_demo)
 
 

@@ -617,7 +617,7 @@ class LocalCluster:
         crds = DEPLOY_DIR / "crds"
         if not crds.is_dir():
             return
-        self.kubectl("apply", "--server-side", "-f", str(crds))
+        self.kubectl("apply", "-f", str(crds))  # client-side: later `kubectl apply`s of it stay quiet
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds))
 
     def webhook_configurations(self) -> list[dict[str, Any]]:

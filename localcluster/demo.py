@@ -17,7 +17,7 @@ from typing import Any
 
 from localcluster.build import BuildError
 from localcluster.cluster import ClusterError, LocalCluster, Settings, available_subcommands
-from localcluster.walkthrough import Observer, load_manifest, walkthrough_dir
+from localcluster.walkthrough import Observer, load_manifest, node_age_seconds, walkthrough_dir
 
 REQUIRED = ("webhook", "extender", "controller")
 
@@ -44,7 +44,7 @@ class Narrator:
         self.out.flush()
 
 
-def run_demo(name: str = "demo", keep: bool = False, expiry_seconds: int = 60) -> int:
+def run_demo(name: str = "demo", keep: bool = False, expiry_seconds: int | None = None) -> int:
     """Bring the cluster ``name`` up (or reuse it), replay the walkthrough, tear down unless ``keep``.
 
     Returns the process exit code: 0 when every step reached its expected state, 1 otherwise.
@@ -87,7 +87,7 @@ def run_demo(name: str = "demo", keep: bool = False, expiry_seconds: int = 60) -
     return 0 if ok else 1
 
 
-def replay(cluster: LocalCluster, say: Narrator, expiry_seconds: int) -> bool:
+def replay(cluster: LocalCluster, say: Narrator, expiry_seconds: int | None) -> bool:
     """The five steps of the walkthrough. Raises TimeoutError when a step stalls."""
     watch = Observer(cluster)
     kubectl = cluster.kubectl
@@ -125,24 +125,36 @@ def replay(cluster: LocalCluster, say: Narrator, expiry_seconds: int) -> bool:
     show("get", "events", "--field-selector", f"involvedObject.name={first}")
 
     # 3 ----------------------------------------------------------------------------------
-    say.step(f"3. Node upgrades: a PodDisruptionBudget, then ttlSecondsUntilExpired (1800 s, shortened to {expiry_seconds} s)")
     say.command("kubectl apply -f 03-pdb.yaml", watch.apply(load_manifest("03-pdb.yaml")).stdout)
-    old_nodes = {n["metadata"]["name"] for n in watch.nodes()}
+    [old] = watch.nodes("default")
+    old_name = old["metadata"]["name"]
+    ttl = expiry_seconds or max(20, int(node_age_seconds(old)) + 10)
+    say.step(f"3. Node upgrades: ttlSecondsUntilExpired (the walkthrough's 1800 s, shortened to {ttl} s) "
+             "with a PodDisruptionBudget (minAvailable 2)")
     expiring = load_manifest("04-provisioner-with-expiry.yaml")
-    expiring["spec"]["ttlSecondsUntilExpired"] = expiry_seconds
+    expiring["spec"]["ttlSecondsUntilExpired"] = ttl
     say.command("kubectl apply -f 04-provisioner-with-expiry.yaml", watch.apply(expiring).stdout)
+    say.say(f"node {old_name} expires {ttl} s after its creation; waiting")
     lowest = [3]
+    reapplied = [False]
 
     def progress() -> None:
-        running = len(watch.running(watch.pods()))
-        lowest[0] = min(lowest[0], running)
+        lowest[0] = min(lowest[0], len(watch.running(watch.pods())))
         say.log(controller_lines(), limit=50)
+        current = {n["metadata"]["name"]: n for n in watch.nodes("default")}
+        if not reapplied[0] and (old_name not in current or current[old_name]["metadata"].get("deletionTimestamp")):
+            # the replacement must not expire in turn during the next steps
+            say.command("kubectl apply -f 01-provisioner.yaml   # the expiry off again", watch.apply(manifest).stdout)
+            reapplied[0] = True
 
-    watch.wait_for(lambda: not old_nodes & {n["metadata"]["name"] for n in watch.nodes()},
-                   expiry_seconds + 240, "the expired node to be replaced and deleted", interval=1, on_poll=progress)
-    say.command("kubectl apply -f 01-provisioner.yaml   # without the expiry again", watch.apply(manifest).stdout)
+    watch.wait_for(lambda: old_name not in {n["metadata"]["name"] for n in watch.nodes("default")},
+                   ttl + 240, "the expired node to be replaced and deleted", interval=0.5, on_poll=progress)
+    if not reapplied[0]:
+        watch.apply(manifest)
     watch.wait_for(lambda: len(watch.running(watch.pods())) == 3, 120, "3 inflate pods Running")
-    say.say(f"the node was replaced; at least {lowest[0]} inflate pods ran at every moment (PDB minAvailable 2)")
+    time.sleep(1)  # let the controller finish logging the drain before the next step starts
+    say.log(controller_lines(), limit=50)
+    say.say(f"node {old_name} was replaced; at least {lowest[0]} inflate pods ran at every poll (PDB minAvailable 2)")
     show("get", "node", "-L", "node.kubernetes.io/instance-type,kubernetes.io/arch,karpenter.sh/capacity-type")
     show("get", "pods", "-o", "wide", "-l", "app=inflate")
 
@@ -150,17 +162,23 @@ def replay(cluster: LocalCluster, say: Narrator, expiry_seconds: int) -> bool:
     say.step("4. Scale inflate to 0: the empty node goes after ttlSecondsAfterEmpty (30 s)")
     say.command("kubectl scale deployment inflate --replicas 0", kubectl("scale", "deployment/inflate", "--replicas=0").stdout)
     emptied = time.monotonic()
-    watch.wait_for(lambda: not watch.nodes(), 150, "the empty node to be deleted", interval=1,
+    watch.wait_for(lambda: not watch.nodes("default"), 150, "the empty node to be deleted", interval=1,
                    on_poll=lambda: say.log(controller_lines(), limit=50))
     say.say(f"the empty node was terminated and deleted {time.monotonic() - emptied:.0f}s after the scale-down")
     show("get", "node", "-L", "node.kubernetes.io/instance-type,kubernetes.io/arch,karpenter.sh/capacity-type")
 
     # 5 ----------------------------------------------------------------------------------
     say.step("5. Delete the Provisioner: nothing it launched is left behind")
-    kubectl("delete", "deployment", "inflate", "--wait=false", check=False)
-    kubectl("delete", "pdb", "inflate-pdb", "--wait=false", check=False)
+    kubectl("delete", "pdb", "inflate-pdb", check=False)
+    say.command("kubectl scale deployment inflate --replicas 1   # so that a node exists when it is deleted",
+                kubectl("scale", "deployment/inflate", "--replicas=1").stdout)
+    watch.wait_for(lambda: len(watch.running(watch.pods())) == 1, 120, "1 inflate pod Running")
+    show("get", "node", "-L", "node.kubernetes.io/instance-type,kubernetes.io/arch,karpenter.sh/capacity-type")
     say.command("kubectl delete provisioner default", kubectl("delete", "provisioners.karpenter.sh", "default").stdout)
-    watch.wait_for(lambda: not watch.nodes() and not watch.live_instances(), 120, "no node and no running instance")
+    watch.wait_for(lambda: not watch.nodes() and not watch.live_instances(), 120, "no node and no running instance",
+                   interval=1, on_poll=lambda: say.log(controller_lines(), limit=50))
+    kubectl("delete", "deployment", "inflate", check=False)
+    show("get", "node", "-L", "node.kubernetes.io/instance-type,kubernetes.io/arch,karpenter.sh/capacity-type")
     states = sorted({v["state"] for v in watch.instances().values()})
     say.say(f"EC2 instances launched during the demo: {len(watch.instances())}, states now: {', '.join(states) or 'none'}")
     say.command("kubectl get events --sort-by=.lastTimestamp", watch.events_table())

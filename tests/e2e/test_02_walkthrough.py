@@ -8,7 +8,7 @@ with its own message.
 from __future__ import annotations
 
 import copy
-import datetime
+import re
 import sys
 import time
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from localcluster.cluster import LocalCluster
-from localcluster.walkthrough import Observer, instance_id, load_manifest, matching
+from localcluster.walkthrough import Observer, instance_id, load_manifest, matching, node_age_seconds
 
 NODE_LABELS = {
     "node.kubernetes.io/instance-type": "r6gd.xlarge",
@@ -35,20 +35,33 @@ def watch(cluster: LocalCluster) -> Observer:
     return Observer(cluster)
 
 
-def _age_seconds(node: dict[str, Any]) -> float:
-    created = datetime.datetime.fromisoformat(node["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
-    return (datetime.datetime.now(datetime.UTC) - created).total_seconds()
-
-
 # 1 --------------------------------------------------------------------------------------
 def test_1_provisioner_is_admitted_and_defaulted(watch: Observer, cluster: LocalCluster) -> None:
-    watch.apply(load_manifest("01-provisioner.yaml"))
+    manifest = load_manifest("01-provisioner.yaml")
+    watch.apply(manifest)
     stored = cluster.kubectl_json("get", "provisioners.karpenter.sh", "default")
     assert stored["spec"]["ttlSecondsAfterEmpty"] == 30
     requirements = {r["key"]: r for r in stored["spec"]["requirements"]}
     assert set(requirements["karpenter.sh/capacity-type"]["values"]) == {"spot", "on-demand"}
-    # the mutating webhook defaults what the manifest leaves out (v0.6.3: os linux, instance types)
-    assert "kubernetes.io/os" in requirements or "node.kubernetes.io/instance-type" in requirements, stored["spec"]
+    assert set(requirements["kubernetes.io/arch"]["values"]) == {"arm64", "amd64"}
+    # the defaulting webhook fills in what the manifest leaves out (an AMI family)
+    assert "amiFamily" not in manifest["spec"]["provider"]
+    assert stored["spec"]["provider"].get("amiFamily"), stored["spec"]["provider"]
+
+
+def test_1_defaulting_webhook_adds_arch_and_capacity_type(watch: Observer, cluster: LocalCluster) -> None:
+    manifest = copy.deepcopy(load_manifest("01-provisioner.yaml"))
+    manifest["metadata"]["name"] = "defaults"
+    del manifest["spec"]["requirements"]
+    watch.apply(manifest)
+    try:
+        stored = cluster.kubectl_json("get", "provisioners.karpenter.sh", "defaults")
+        requirements = {r["key"]: (r["operator"], r["values"]) for r in stored["spec"]["requirements"]}
+        # Karpenter v0.6.3's AWS DefaultHook: arch In [amd64], capacity-type In [on-demand]
+        assert requirements["kubernetes.io/arch"] == ("In", ["amd64"])
+        assert requirements["karpenter.sh/capacity-type"] == ("In", ["on-demand"])
+    finally:
+        cluster.kubectl("delete", "provisioners.karpenter.sh", "defaults")
 
 
 @pytest.mark.parametrize(
@@ -101,8 +114,8 @@ def test_2_scale_to_3_launches_one_right_sized_node(watch: Observer, cluster: Lo
     packing = matching(lines, "packing")
     assert packing and "for 3 pod(s)" in packing[-1] and "r6gd.xlarge" in packing[-1], packing
     launch = matching(lines, "launch")
-    assert len(launch) == 1 and iid in launch[0] and "zone: ap-south-1a" in launch[0], launch
-    assert "capacityType: on-demand" in launch[0]
+    assert launch and {re.search(r"i-\w+", line).group(0) for line in launch} == {iid}, launch  # type: ignore[union-attr]
+    assert "type: r6gd.xlarge, zone: ap-south-1a, capacityType: on-demand" in launch[-1]
 
     for pod in pods:
         reasons = {e["reason"] for e in watch.events(kind="Pod", name=pod["metadata"]["name"])}
@@ -119,7 +132,7 @@ def test_3_expired_node_is_replaced_within_the_pdb(watch: Observer, cluster: Loc
     old_name = old["metadata"]["name"]
     old_instance = instance_id(old["spec"]["providerID"])
     # the walkthrough's 1800 s shortened: the node expires a few seconds from now
-    ttl = max(20, int(_age_seconds(old)) + 5)
+    ttl = max(20, int(node_age_seconds(old)) + 5)
     expiring = load_manifest("04-provisioner-with-expiry.yaml")
     expiring["spec"]["ttlSecondsUntilExpired"] = ttl
     watch.controller_log.skip()
