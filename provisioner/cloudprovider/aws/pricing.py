@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -236,14 +236,20 @@ class PricingProvider:
             self._thread.join(timeout=5)
             self._thread = None
 
+    def _guarded(self, refresh: Callable[[], bool]) -> None:
+        try:
+            refresh()
+        except Exception:  # the loop must survive anything (a bad page, a parser bug); prices stay
+            log.exception("Price refresh failed unexpectedly; keeping the previous prices")
+
     def _run(self) -> None:
         next_on_demand = next_spot = 0.0
         while not self._stop.is_set():
             now = self._clock.monotonic()
             if now >= next_on_demand:
-                self.refresh_on_demand()
+                self._guarded(self.refresh_on_demand)
                 next_on_demand = now + self._on_demand_interval
             if now >= next_spot:
-                self.refresh_spot()
+                self._guarded(self.refresh_spot)
                 next_spot = now + self._spot_interval
             self._stop.wait(max(1.0, min(next_on_demand, next_spot) - self._clock.monotonic()))
