@@ -249,7 +249,7 @@ class ProvisioningController:
             self._unsubscribe = self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, event: WatchEvent) -> None:
-        if kind == "Node" and event.type != "DELETED":
+        if kind == "Node":  # the cache shows it now (or it is gone): no memory of ours needed
             name = str((event.object.get("metadata") or {}).get("name") or "")
             with self._lock:
                 self._created.pop(name, None)
@@ -412,7 +412,8 @@ class ProvisioningController:
         # launches the cache now shows (or whose pods are gone) need no memory of ours
         with self._lock:
             for uid, node_name in list(self._launched_for.items()):
-                if node_name in snapshot.nodes or uid not in present or uid in snapshot.bound_pod_uids:
+                seen_or_gone = node_name in snapshot.nodes or node_name not in self._created
+                if seen_or_gone or uid not in present or uid in snapshot.bound_pod_uids:
                     del self._launched_for[uid]
 
     def _patch_nominations(self, node_name: str, old: str | None, new: str | None) -> Object | None:
@@ -985,10 +986,11 @@ class ProvisioningController:
                     return
             raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
             current = nom.active(nom.decode(raw), self.clock.now(), round_.snapshot.bound_pod_uids)
-            deadline = current.deadline or (
-                self.clock.now()
-                + self.settings.registration_timeout_seconds
-                + self.settings.nomination_ttl_seconds
+            now = self.clock.now()
+            deadline = (
+                current.deadline
+                if current.deadline > now
+                else now + self.settings.registration_timeout_seconds + self.settings.nomination_ttl_seconds
             )
             updated = current
             for pod in pods:

@@ -124,3 +124,26 @@ def test_nominations_are_pruned_when_pods_bind(cluster):
     cluster.api.delete("Pod", pods[1]["metadata"]["name"])
     cluster.controller.reconcile_once()
     assert wk.NOMINATIONS_ANNOTATION not in cluster.api.get("Node", name)["metadata"]["annotations"]
+
+
+def test_pods_of_an_expired_nomination_are_provisionable_again(cluster):
+    pods = [cluster.pending_pod() for _ in range(2)]
+    cluster.controller.reconcile_once()
+    (node,) = cluster.nodes()
+    name = node["metadata"]["name"]
+    cluster.clock.advance(1201)  # the node never became Ready: the reservation ended
+    result = cluster.controller.reconcile_once()
+    # the in-flight node still has room: the pods are nominated to it again, with a new deadline
+    assert len(cluster.cloud.create_calls) == 1
+    assert sorted(result.nominated_existing[name]) == sorted(p["metadata"]["uid"] for p in pods)
+    annotation = json.loads(
+        cluster.api.get("Node", name)["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION]
+    )
+    assert parse_rfc3339(annotation["deadline"]) == cluster.clock.now() + 1200
+    # once that node is gone (registration failed, deleted), a new node is launched for them
+    cluster.cloud.delete(node["spec"]["providerID"])  # what the termination controller does
+    cluster.api.patch("Node", name, {"metadata": {"finalizers": None}})
+    cluster.api.delete("Node", name)
+    result = cluster.controller.reconcile_once()
+    assert len(result.nodes) == 1 and result.nodes[0] != name
+    assert len(cluster.cloud.create_calls) == 2
