@@ -27,32 +27,40 @@ What the extender does not know never fails a pod: nodes without the
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
+from operator import not_
 from typing import Any
 
 from extender.pods import PodFacts, pod_facts
-from extender.state import MARK_CORDONED, MARK_DELETING, MARK_DISRUPTED, ExtenderState, ProvisionerInfo
-from provisioner.api import nominations as nom
+from extender.state import (
+    MARK_CORDONED,
+    MARK_DELETING,
+    MARK_DISRUPTED,
+    MARK_REASONS,
+    ExtenderState,
+    ProvisionerInfo,
+)
 from provisioner.scheduling.pods import tolerates_all
-from provisioner.scheduling.resources import CPU, MEMORY, PODS, Resources
+from provisioner.scheduling.resources import CPU, MEMORY
 
 log = logging.getLogger("groupless.extender")
 
 MIN_PRIORITY = 0
 MAX_PRIORITY = 10
 
-REASON_DELETING = "node is being deleted"
-REASON_DISRUPTED = "node is being disrupted"
-REASON_CORDONED = "node is cordoned for disruption"
+REASON_DELETING = MARK_REASONS[MARK_DELETING]
+REASON_DISRUPTED = MARK_REASONS[MARK_DISRUPTED]
+REASON_CORDONED = MARK_REASONS[MARK_CORDONED]
 REASON_TAINTS = "node's Provisioner has taints the pod does not tolerate"
 REASON_REQUIREMENTS = "node's Provisioner requirements do not match the pod"
 REASON_RESERVED = "node is reserved for nominated pods"
 #: Appended to every reason when no node passed and the provisioner was signalled.
 PROVISIONING_SUFFIX = " (groupless is provisioning a node for this pod)"
 
-MARK_REASONS = {MARK_DELETING: REASON_DELETING, MARK_DISRUPTED: REASON_DISRUPTED, MARK_CORDONED: REASON_CORDONED}
 
 #: Nodes that ``ttlSecondsUntilExpired`` retires within this many seconds score lowest.
 DEFAULT_EXPIRY_HORIZON = 1800.0
@@ -113,8 +121,12 @@ def decode_args(args: Any) -> ExtenderArgs:
             raise BadRequest(f"Nodes.items must be a list, got {type(raw_items).__name__}")
         items = raw_items
     if raw_names is not None:
-        if not isinstance(raw_names, list) or not all(isinstance(n, str) for n in raw_names):
-            raise BadRequest("NodeNames must be a list of strings")
+        try:  # str.join checks every item is a string, at C speed (5,000 names in ~0.1 ms)
+            if not isinstance(raw_names, list):
+                raise TypeError
+            "".join(raw_names)
+        except TypeError:
+            raise BadRequest("NodeNames must be a list of strings") from None
         names = raw_names
     else:
         assert items is not None
@@ -153,14 +165,15 @@ def reservation_blocks(state: ExtenderState, name: str, pod: PodFacts, now: floa
     from fitting into not fitting count: a pod that does not fit anyway is kube-scheduler's
     call (its NodeResourcesFit filter), not a reservation.
     """
-    info = state.nodes[name]
-    active = state.active_nominations(info, now)
-    if not active.pods or pod.uid in active.pods or pod.daemonset:
+    reservation = state.reservation(name, now)
+    if reservation is None or pod.daemonset or pod.uid in reservation.uids:
         return False
-    free = info.allocatable - info.requested
-    held = nom.reserved(active)
-    short_with = set(pod.requests.exceeding(free - held))
-    return bool(short_with - set(pod.requests.exceeding(free)))
+    free, held = reservation.free, reservation.held
+    for resource, wanted in pod.requests.items():
+        available = free.get(resource)
+        if wanted <= available and wanted > available - held.get(resource):
+            return True
+    return False
 
 
 def filter(  # noqa: A001 - the extender verb's name
@@ -178,39 +191,29 @@ def filter(  # noqa: A001 - the extender verb's name
     request = decode_args(args)
     pod = pod_facts(request.pod)
     names = request.names
-    unresolvable: dict[str, str] = {}
+    # Every node of the cluster our rules reject for this pod, with (reason, unresolvable).
+    # Built from the state's indexes, so the candidate names are only looked up, once each.
+    rejectable: dict[str, tuple[str, bool]] = dict(state.mark_verdicts)
+    for provisioner_name, members in state.by_provisioner.items():
+        provisioner = state.provisioners.get(provisioner_name)
+        reason = provisioner_violation(provisioner, pod) if provisioner is not None else None
+        if reason is not None:
+            rejectable.update(dict.fromkeys(members, (reason, True)))
+    for name in state.nominated:
+        if name not in rejectable and reservation_blocks(state, name, pod, now):
+            rejectable[name] = (REASON_RESERVED, False)
     failed: dict[str, str] = {}
-    candidates = state.managed.intersection(names)
-    if candidates:
-        for mark, members in state.marked.items():
-            hit = candidates & members
-            if hit:
-                unresolvable.update(dict.fromkeys(hit, MARK_REASONS.get(mark, REASON_DELETING)))
-        for provisioner_name, members in state.by_provisioner.items():
-            hit = candidates & members
-            if not hit:
-                continue
-            provisioner = state.provisioners.get(provisioner_name)
-            reason = provisioner_violation(provisioner, pod) if provisioner is not None else None
-            if reason is not None:
-                unresolvable.update(dict.fromkeys(hit, reason))
-        for name in sorted((candidates & state.nominated).difference(unresolvable)):
-            if reservation_blocks(state, name, pod, now):
-                failed[name] = REASON_RESERVED
-    rejected = len(failed) + len(unresolvable)
+    unresolvable: dict[str, str] = {}
     survivors = names
-    if rejected:  # one pass in request order: the survivors, and both maps in request order
-        survivors = []
-        ordered_failed: dict[str, str] = {}
-        ordered_unresolvable: dict[str, str] = {}
-        for name in names:
-            if name in unresolvable:
-                ordered_unresolvable[name] = unresolvable[name]
-            elif name in failed:
-                ordered_failed[name] = failed[name]
-            else:
-                survivors.append(name)
-        failed, unresolvable = ordered_failed, ordered_unresolvable
+    verdicts = list(map(rejectable.get, names)) if rejectable else []
+    rejected = len(verdicts) - verdicts.count(None)
+    if rejected:
+        # C-level passes (compress/filter): a verdict is a non-empty tuple, None when the node passes
+        survivors = list(compress(names, map(not_, verdicts)))
+        # sorted by node name: the same answer, byte for byte, on every run
+        pairs = zip(compress(names, verdicts), builtins.filter(None, verdicts), strict=True)
+        for name, (reason, hopeless) in sorted(pairs):
+            (unresolvable if hopeless else failed)[name] = reason
     if rejected and not survivors and trigger is not None and not pod.daemonset:
         try:
             trigger(pod.uid)
@@ -229,7 +232,7 @@ def filter(  # noqa: A001 - the extender verb's name
     if request.items is not None:
         items = request.items
         if rejected:
-            items = [i for i, n in zip(items, names, strict=True) if n not in failed and n not in unresolvable]
+            items = list(compress(items, map(not_, verdicts)))
         result["Nodes"] = {"metadata": {}, "items": items}
     if request.node_names_mode:
         result["NodeNames"] = survivors
@@ -237,19 +240,6 @@ def filter(  # noqa: A001 - the extender verb's name
 
 
 # ----------------------------------------------------------------------------------- prioritize
-def _utilisation(used: Resources, allocatable: Resources) -> float:
-    shares = [min(1.0, max(0.0, used.get(r) / allocatable.get(r))) for r in (CPU, MEMORY) if allocatable.get(r) > 0]
-    return sum(shares) / len(shares) if shares else 0.0
-
-
-def _share(price: float, pod: Resources, allocatable: Resources) -> float:
-    """USD per hour of the node's price that the pod's requests take (the larger of cpu and memory)."""
-    fractions = [pod.get(r) / allocatable.get(r) for r in (CPU, MEMORY) if allocatable.get(r) > 0]
-    if not any(fractions) and allocatable.get(PODS) > 0:
-        fractions = [1 / allocatable.get(PODS)]
-    return price * max(fractions, default=1.0)
-
-
 def prioritize(
     args: Mapping[str, Any],
     state: ExtenderState,
@@ -274,31 +264,59 @@ def prioritize(
     request = decode_args(args)
     pod = pod_facts(request.pod)
     nominated_to = state.nominated_node.get(pod.uid)
-    if nominated_to is not None and pod.uid not in state.active_nominations(state.nodes[nominated_to], now).pods:
+    holding = state.reservation(nominated_to, now) if nominated_to is not None else None
+    if holding is None or pod.uid not in holding.uids:
         nominated_to = None
-    fixed: dict[str, int] = {}  # host -> score decided without comparing with the others
-    ranked: list[tuple[str, int, float | None]] = []  # (host, packing tier, price share)
+    pod_cpu, pod_memory = pod.requests.get(CPU), pod.requests.get(MEMORY)
+    rows, nominated = state.score_rows, state.nominated
+    horizon_end = now + expiry_horizon
+    scores: list[int] = []
+    shares: list[float | None] = []  # the pod's share of the node's price, USD per hour
     for name in request.names:
-        info = state.nodes.get(name)
-        if info is None:
-            fixed[name] = MIN_PRIORITY
-        elif name == nominated_to:
-            fixed[name] = MAX_PRIORITY
-        elif info.provisioner is not None and info.expires_at is not None and info.expires_at - now <= expiry_horizon:
-            fixed[name] = MIN_PRIORITY
-        else:
-            used = info.requested + pod.requests
-            if name in state.nominated:
-                used = used + nom.reserved(state.active_nominations(info, now))
-            tier = min(3, int(_utilisation(used, info.allocatable) * 4))
-            share = _share(info.price, pod.requests, info.allocatable) if info.price is not None else None
-            ranked.append((name, tier, share))
-    known = [share for _, _, share in ranked if share is not None]
-    cheap_enough = min(known) * CHEAP_TOLERANCE if known else 0.0
-    for name, tier, share in ranked:
-        fixed[name] = 1 + 2 * tier + (1 if share is not None and share <= cheap_enough else 0)
-    result = [{"Host": name, "Score": fixed[name]} for name in request.names]
-    return result
+        row = rows.get(name)
+        if row is None:
+            scores.append(MIN_PRIORITY)
+            shares.append(None)
+            continue
+        alloc_cpu, alloc_memory, alloc_pods, used_cpu, used_memory, price, expires_at = row
+        if name == nominated_to:
+            scores.append(MAX_PRIORITY)
+            shares.append(None)
+            continue
+        if expires_at is not None and expires_at <= horizon_end:
+            scores.append(MIN_PRIORITY)
+            shares.append(None)
+            continue
+        used_cpu += pod_cpu
+        used_memory += pod_memory
+        if name in nominated:
+            reservation = state.reservation(name, now)
+            if reservation is not None:
+                used_cpu += reservation.held.get(CPU)
+                used_memory += reservation.held.get(MEMORY)
+        fractions = 0.0
+        resources = 0
+        if alloc_cpu > 0:
+            fractions += min(1.0, used_cpu / alloc_cpu)
+            resources += 1
+        if alloc_memory > 0:
+            fractions += min(1.0, used_memory / alloc_memory)
+            resources += 1
+        packing = fractions / resources if resources else 0.0
+        scores.append(1 + 2 * min(3, int(max(0.0, packing) * 4)))
+        if price is None:
+            shares.append(None)
+            continue
+        taken = max(pod_cpu / alloc_cpu if alloc_cpu > 0 else 0.0, pod_memory / alloc_memory if alloc_memory > 0 else 0.0)
+        if taken == 0.0:
+            taken = 1 / alloc_pods if alloc_pods > 0 else 1.0
+        shares.append(price * taken)
+    known = [share for share in shares if share is not None]
+    cheap_enough = min(known) * CHEAP_TOLERANCE if known else -1.0
+    return [
+        {"Host": name, "Score": score + (1 if share is not None and share <= cheap_enough else 0)}
+        for name, score, share in zip(request.names, scores, shares, strict=True)
+    ]
 
 
 def names_of(args: Mapping[str, Any]) -> Sequence[str]:

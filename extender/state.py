@@ -27,8 +27,8 @@ from provisioner.controllers.objects import timestamp
 from provisioner.scheduling.pods import is_terminal, pod_requests
 from provisioner.scheduling.provisioners import provisioner_requirements, provisioner_taints
 from provisioner.scheduling.requirements import Requirements
+from provisioner.scheduling.resources import CPU, MEMORY, PODS, Resources
 from provisioner.scheduling.resources import EMPTY as EMPTY_RESOURCES
-from provisioner.scheduling.resources import PODS, Resources
 
 if TYPE_CHECKING:
     from provisioner.state import Snapshot
@@ -39,6 +39,13 @@ PRICE_ANNOTATION = "groupless.dev/price-per-hour"
 MARK_DELETING = "deleting"
 MARK_DISRUPTED = "disrupted"
 MARK_CORDONED = "cordoned"
+
+#: The filter's reason for each mark (never naming the node: kube-scheduler counts reasons).
+MARK_REASONS = {
+    MARK_DELETING: "node is being deleted",
+    MARK_DISRUPTED: "node is being disrupted",
+    MARK_CORDONED: "node is cordoned for disruption",
+}
 
 #: ``(instance type, capacity type, zone) -> USD per hour or None``: a price lookup the
 #: controller can inject from its instance-type catalog.
@@ -99,6 +106,28 @@ class NodeInfo:
     expires_at: float | None = None
 
 
+ScoreRow = tuple[int, int, int, int, int, float | None, float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A node's nominations that have not ended by binding or deletion, ready for the filter.
+
+    ``deadline``: epoch seconds after which none holds. ``uids``: the nominated pods.
+    ``held``: what they request together (a ``pods`` slot each). ``free``: the node's
+    allocatable minus what its bound pods request.
+    """
+
+    deadline: float
+    uids: frozenset[str]
+    held: Resources
+    free: Resources
+
+    def holds(self, now: float) -> bool:
+        """True while the reservation is in force at ``now`` (epoch seconds)."""
+        return now < self.deadline and bool(self.uids)
+
+
 class ExtenderState:
     """A read-only snapshot: nodes by name, Provisioners by name, ended pod UIDs, and indexes.
 
@@ -106,11 +135,11 @@ class ExtenderState:
     reservations no longer hold. Indexes (computed once): :attr:`managed`, :attr:`marked`
     (mark -> names), :attr:`by_provisioner` (unmarked managed names per Provisioner),
     :attr:`nominated` (names whose annotation lists pods), :attr:`nominated_node` (pod UID ->
-    node name).
+    node name), :attr:`reservations` (node name -> :class:`Reservation`, for the unended ones).
     """
 
     __slots__ = ("nodes", "provisioners", "ended_pod_uids", "managed", "marked", "by_provisioner",
-                 "nominated", "nominated_node", "version")
+                 "nominated", "nominated_node", "reservations", "score_rows", "mark_verdicts", "version")
 
     def __init__(
         self,
@@ -140,13 +169,43 @@ class ExtenderState:
                     nominated_node[uid] = info.name
         self.managed: frozenset[str] = frozenset(n for n, i in self.nodes.items() if i.provisioner is not None)
         self.marked: Mapping[str, frozenset[str]] = {k: frozenset(v) for k, v in marked.items()}
+        #: name -> (filter reason, unresolvable) for every marked managed node.
+        self.mark_verdicts: Mapping[str, tuple[str, bool]] = {
+            name: (MARK_REASONS[mark], True) for mark, names in marked.items() for name in names
+        }
         self.by_provisioner: Mapping[str, frozenset[str]] = {k: frozenset(v) for k, v in by_provisioner.items()}
-        self.nominated: frozenset[str] = frozenset(nominated)
         self.nominated_node: Mapping[str, str] = nominated_node
+        reservations: dict[str, Reservation] = {}
+        for name in nominated:
+            info = self.nodes[name]
+            active = nom.Nominations(info.nominations.deadline, {
+                uid: entry for uid, entry in info.nominations.pods.items() if uid not in self.ended_pod_uids})
+            if active.pods:
+                reservations[name] = Reservation(
+                    info.nominations.deadline, frozenset(active.pods), nom.reserved(active),
+                    info.allocatable - info.requested,
+                )
+        self.reservations: Mapping[str, Reservation] = reservations
+        #: name -> (allocatable cpu, memory, pods, requested cpu, memory, price, expires_at):
+        #: plain numbers, so prioritize does arithmetic, not Resources algebra, per node.
+        self.score_rows: Mapping[str, ScoreRow] = {
+            name: (
+                info.allocatable.get(CPU), info.allocatable.get(MEMORY), info.allocatable.get(PODS),
+                info.requested.get(CPU), info.requested.get(MEMORY), info.price,
+                info.expires_at if info.provisioner is not None else None,
+            )
+            for name, info in self.nodes.items()
+        }
+        self.nominated: frozenset[str] = frozenset(reservations)
 
     def active_nominations(self, info: NodeInfo, now: float) -> nom.Nominations:
         """``info``'s nominations still in force at ``now`` (epoch seconds)."""
         return nom.active(info.nominations, now, self.ended_pod_uids)
+
+    def reservation(self, name: str, now: float) -> Reservation | None:
+        """Node ``name``'s reservation if one holds at ``now``."""
+        reservation = self.reservations.get(name)
+        return reservation if reservation is not None and reservation.holds(now) else None
 
 
 EMPTY_STATE = ExtenderState()
