@@ -10,6 +10,7 @@ CreateFleet ``Errors[].LaunchTemplateAndOverrides.Overrides`` + ``Lifecycle`` + 
 
 import json
 import logging
+import time
 from datetime import UTC, datetime
 
 import boto3
@@ -429,3 +430,32 @@ def test_pricing_failure_keeps_prices_and_warns_once(clock, caplog):
             assert prices.refresh_on_demand() is False
     assert prices.book().on_demand_price("m5.large") == 0.096
     assert len([r for r in caplog.records if "Failed to refresh on-demand prices" in r.getMessage()]) == 1
+
+
+def test_background_refresh_starts_and_stops(clock):
+    ec2 = boto_client("ec2")
+    with Stubber(ec2) as stub:
+        stub.add_response(
+            "describe_spot_price_history",
+            {
+                "SpotPriceHistory": [
+                    {
+                        "AvailabilityZone": "ap-south-1c",
+                        "InstanceType": "m5.large",
+                        "ProductDescription": "Linux/UNIX",
+                        "SpotPrice": "0.0391",
+                        "Timestamp": datetime(2026, 11, 30, 9, 0, tzinfo=UTC),
+                    },
+                ],
+            },
+        )
+        prices = PricingProvider("ap-south-1", ec2, None, clock)
+        prices.start()
+        try:
+            for _ in range(200):
+                if prices.book().spot_price("m5.large", "ap-south-1c") is not None:
+                    break
+                time.sleep(0.01)
+        finally:
+            prices.stop()
+    assert prices.book().spot_price("m5.large", "ap-south-1c") == 0.0391
