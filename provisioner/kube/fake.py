@@ -249,7 +249,10 @@ class FakeKubeAPI:
     ) -> tuple[ObjectList, str]:
         """Copies of the objects of ``kind`` (one namespace or all), sorted by namespace/name, and the store's resourceVersion."""
         self.reap()
-        pred = parse_selector(label_selector)
+        try:
+            pred = parse_selector(label_selector)
+        except ValueError as exc:
+            raise ApiError(400, "BadRequest", f"unable to parse requirement: {exc}") from exc
         with self._lock:
             self._record("list", kind, "")
             _kind_of(kind)

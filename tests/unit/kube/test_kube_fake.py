@@ -69,6 +69,9 @@ def test_list_filters_by_namespace_and_label_selector(api):
     assert rv == "3"
     items, _ = api.list("Pod", namespace="a", label_selector="app notin (x)")
     assert [i["metadata"]["name"] for i in items] == ["p2"]
+    with pytest.raises(ApiError) as err:
+        api.list("Pod", label_selector="app in (x")
+    assert err.value.status == 400
 
 
 def test_merge_patch_and_json_patch(api):
