@@ -22,9 +22,10 @@ Prometheus expects, i.e. milli-CPU / 1000; memory and storage in bytes; counts a
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -370,13 +371,54 @@ def metric_names() -> list[str]:
     return names
 
 
+_scrape_hooks: list[Callable[[], None]] = []
+
+
+def on_scrape(hook: Callable[[], None]) -> Callable[[], None]:
+    """Run ``hook`` before every :func:`exposition` (e.g. to refresh gauges from a cache).
+
+    A failing hook is logged and skipped: a scrape never fails because of one. Returns a
+    function that unregisters the hook.
+    """
+    _scrape_hooks.append(hook)
+
+    def unregister() -> None:
+        if hook in _scrape_hooks:
+            _scrape_hooks.remove(hook)
+
+    return unregister
+
+
+def track_cluster_state(state: Any) -> Callable[[], None]:
+    """Refresh the state gauges from ``state.snapshot()`` at every scrape.
+
+    ``state``: anything whose ``snapshot()`` has ``nodes`` (name -> Node), ``pods_by_node``
+    (name -> pods) and ``provisioner_objects`` (name -> Provisioner), such as
+    :class:`provisioner.state.ClusterState`. The controller calls this once at start-up.
+    Returns the unregister function of :func:`on_scrape`.
+    """
+
+    def refresh() -> None:
+        snapshot = state.snapshot()
+        update_cluster_gauges(snapshot.nodes.values(), snapshot.pods_by_node,
+                              snapshot.provisioner_objects.values())
+
+    return on_scrape(refresh)
+
+
 def exposition() -> tuple[bytes, str]:
     """Body and Content-Type of a ``/metrics`` answer from the default registry.
 
     For the flask apps: ``body, ctype = exposition(); return Response(body, content_type=ctype)``.
+    Runs the :func:`on_scrape` hooks first.
     """
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+    for hook in list(_scrape_hooks):
+        try:
+            hook()
+        except Exception:  # a broken hook must not break the scrape
+            logging.getLogger(__name__).exception("metrics scrape hook failed")
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
 
 

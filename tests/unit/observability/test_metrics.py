@@ -151,3 +151,21 @@ def test_zero_limit_ratio_is_infinite_when_anything_is_used() -> None:
     assert sample("groupless_provisioner_usage_ratio", provisioner="zero", resource="cpu") == float("inf")
     assert sample("groupless_provisioner_usage_ratio", provisioner="zero", resource="memory") == 0.0
     metrics.update_cluster_gauges([], {}, [])
+
+
+def test_scrape_hooks_run_before_exposition_and_failures_do_not_break_it() -> None:
+    calls: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("cache gone")
+
+    remove_ok = metrics.on_scrape(lambda: calls.append("ran"))
+    remove_broken = metrics.on_scrape(broken)
+    try:
+        body, _ = metrics.exposition()
+        assert calls == ["ran"] and b"groupless_evictions_total" in body
+    finally:
+        remove_ok()
+        remove_broken()
+    metrics.exposition()
+    assert calls == ["ran"]
