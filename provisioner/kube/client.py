@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as _k8s_config
 from kubernetes import watch as _k8s_watch
@@ -256,6 +257,9 @@ class KubeClient:
             data = response.read()
         except ApiException as exc:
             raise error_from_exception(exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            # connection refused/reset, TLS failure, timeout: the server is unavailable (retryable)
+            raise ApiError(503, "ServiceUnavailable", f"{method} {path}: {exc}") from exc
         if not 200 <= response.status <= 299:
             raise error_from_response(response.status, data, str(response.reason or ""))
         return json.loads(data) if data else None
@@ -333,6 +337,8 @@ class KubeClient:
                 )
             except ApiException as exc:
                 raise error_from_exception(exc) from exc
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise ApiError(503, "ServiceUnavailable", f"watch {path}: {exc}") from exc
             if not 200 <= response.status <= 299:
                 raise error_from_response(response.status, response.read(), str(response.reason or ""))
             return response.response
@@ -346,6 +352,10 @@ class KubeClient:
                     yield event
         except ApiException as exc:
             raise error_from_exception(exc) from exc
+        except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError) as exc:
+            # the server closed the stream mid-way: the watch simply ends, the caller resumes
+            log.debug("Watch of %s ended early: %s", kind, exc)
+            return
         finally:
             watcher.stop()
 

@@ -294,3 +294,24 @@ def test_from_kubeconfig(tmp_path, server):
     assert server.requests[-1]["headers"]["authorization"] == "Bearer abc"
     assert kube.api_client.configuration.connection_pool_maxsize == 4
     kube.close()
+
+
+def test_connection_errors_are_service_unavailable():
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    cfg = k8s_client.Configuration()
+    cfg.host = f"http://127.0.0.1:{port}"
+    cfg.retries = False
+    kube = KubeClient(k8s_client.ApiClient(cfg), qps=0)
+    kube._read = lambda path, query=None: kube._request("GET", path, query=query)  # no backoff in a unit test
+    with pytest.raises(ApiError) as err:
+        kube.get("Node", "n1")
+    assert err.value.status == 503 and "GET /api/v1/nodes/n1" in err.value.message
+    with pytest.raises(ApiError) as err:
+        kube.create("Node", {"metadata": {"name": "n1"}})
+    assert err.value.status == 503
+    kube.close()
