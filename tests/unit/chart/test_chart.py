@@ -142,6 +142,7 @@ def test_pod_is_non_root_read_only_probed_and_spread(default_objects: list[dict[
         assert container["args"][0] == container["name"]  # groupless <controller|webhook|extender>
         assert {"name": "tmp", "mountPath": "/tmp", "subPath": container["name"]} in container["volumeMounts"]
         assert "limits" in container["resources"] and "requests" in container["resources"]
+        assert {"POD_NAME", "POD_NAMESPACE", "GROUPLESS_LOG_LEVEL", "GROUPLESS_LOG_FORMAT"} <= set(env_of(container))
     assert {"topology.kubernetes.io/zone", "kubernetes.io/hostname"} == {
         c["topologyKey"] for c in pod["topologySpreadConstraints"]}
     selector = deployment["spec"]["selector"]["matchLabels"]
@@ -279,3 +280,10 @@ def test_chart_rbac_grants_what_the_plain_manifests_grant(default_objects: list[
         (chart_role,) = [o for o in by_kind(default_objects, kind) if o["metadata"]["name"] == "groupless"]
         (plain_role,) = by_kind(plain, kind)
         assert chart_role["rules"] == plain_role["rules"], kind
+
+
+def test_helm_lint_strict_passes(helm: Path) -> None:
+    proc = subprocess.run([str(helm), "lint", "--strict", str(CHART), *REQUIRED], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 chart(s) failed" in proc.stdout

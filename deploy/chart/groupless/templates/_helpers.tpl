@@ -99,6 +99,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* Environment shared by the three containers. */}}
 {{- define "groupless.commonEnv" -}}
+# reportingInstance of Events, leader-election identity
+- name: POD_NAME
+  valueFrom: {fieldRef: {fieldPath: metadata.name}}
+- name: POD_NAMESPACE
+  valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
 - {name: GROUPLESS_LOG_LEVEL, value: {{ .Values.logLevel | quote }}}
 - {name: GROUPLESS_LOG_FORMAT, value: {{ .Values.logFormat | quote }}}
 - {name: PYTHONDONTWRITEBYTECODE, value: "1"}
