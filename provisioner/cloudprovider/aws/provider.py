@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -392,6 +392,10 @@ class AWSCloudProvider:
         result = parse_create_fleet_output(response, capacity_type, {s.subnet_id: s.zone for s in subnets})
         instance = self._first_instance(request, result)
         machine = self._describe_launched(instance.instance_id, request)
+        launched_type = next((t for t in options if t.name == machine.instance_type), None)
+        if launched_type is not None:  # the shape labels (karpenter.k8s.aws/instance-*) and arch, os
+            implied = {wk.ARCH: launched_type.arch, wk.OS: launched_type.os, **dict(launched_type.labels)}
+            machine = replace(machine, labels={**implied, **machine.labels})
         log.info(
             "Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s",
             machine.instance_id,

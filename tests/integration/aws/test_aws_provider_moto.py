@@ -128,6 +128,7 @@ def test_walkthrough_launch(provider, provisioner, ec2, account, caplog):
     )
     assert machine.provider_id == f"aws:///ap-south-1a/{machine.instance_id}"
     assert machine.labels["kubernetes.io/arch"] == "arm64"
+    assert machine.labels["karpenter.k8s.aws/instance-family"] == "r6gd"
     assert machine.name.startswith("ip-10-0-") and machine.node_request_id == request.id
     assert (
         f"Launched instance: {machine.instance_id}, hostname: {machine.name}, type: r6gd.xlarge, "
