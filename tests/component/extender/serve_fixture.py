@@ -52,22 +52,31 @@ def write_certs(directory: Path) -> Path:
 
 
 @contextlib.contextmanager
-def running(cert_dir: Path, *extra: str, timeout: float = 30.0) -> Iterator[Server]:
-    """Start the extender under gunicorn on a free loopback port; stop it on exit."""
+def running(cert_dir: Path, *extra: str, timeout: float = 30.0, cli: bool = False,
+            env: dict[str, str] | None = None, stderr: Path | None = None) -> Iterator[Server]:
+    """Start the extender under gunicorn on a free loopback port; stop it on exit.
+
+    ``cli``: run ``groupless extender`` itself (``extra`` are its flags) instead of the fixture server.
+    """
     port = free_port()
     root = Path(__file__).resolve().parents[3]
-    argv = [sys.executable, "-m", "tests.component.extender.serve_fixture", "--listen", f"127.0.0.1:{port}",
-            "--cert", str(cert_dir / "tls.crt"), "--key", str(cert_dir / "tls.key"), *extra]
-    process = subprocess.Popen(argv, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               start_new_session=True)
+    if cli:
+        argv = [sys.executable, "-m", "provisioner.cli", "extender", "--listen", f"127.0.0.1:{port}",
+                "--tls-cert-file", str(cert_dir / "tls.crt"), "--tls-key-file", str(cert_dir / "tls.key"), *extra]
+    else:
+        argv = [sys.executable, "-m", "tests.component.extender.serve_fixture", "--listen", f"127.0.0.1:{port}",
+                "--cert", str(cert_dir / "tls.crt"), "--key", str(cert_dir / "tls.key"), *extra]
+    err = open(stderr, "wb") if stderr is not None else subprocess.PIPE  # noqa: SIM115 - closed below
+    process = subprocess.Popen(argv, cwd=root, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                               env=env)
     server = Server(f"https://127.0.0.1:{port}", str(cert_dir / "ca.crt"), cert_dir, process)
     try:
         deadline = time.monotonic() + timeout
         context = ssl.create_default_context(cafile=server.ca_file)
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"extender exited {process.returncode}: {process.stderr.read().decode()[-2000:]}"
-                                   if process.stderr else "extender exited")
+                output = process.stderr.read().decode() if process.stderr else stderr.read_text() if stderr else ""
+                raise RuntimeError(f"extender exited {process.returncode}: {output[-2000:]}")
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=1) as raw:
                     with context.wrap_socket(raw, server_hostname="127.0.0.1"):
@@ -87,6 +96,8 @@ def running(cert_dir: Path, *extra: str, timeout: float = 30.0) -> Iterator[Serv
                 process.wait(timeout=10)
         if process.stderr:
             process.stderr.close()
+        if stderr is not None and not isinstance(err, int):
+            err.close()
 
 
 def main() -> None:

@@ -178,3 +178,26 @@ def test_mutual_tls_needs_a_client_certificate(cert_dir: Path, tmp_path: Path) -
                                       cert=client, timeout=10)
         assert response.status_code == 200
         assert response.json()["NodeNames"] == [N1, N6, N7, UNKNOWN]
+
+
+def test_cli_without_cluster_access_serves_an_empty_state(cert_dir: Path, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    env.update(KUBECONFIG=str(tmp_path / "absent"), HOME=str(tmp_path))
+    log = tmp_path / "stderr"
+    with running(cert_dir, "--max-body-bytes", "1000000", cli=True, env=env, stderr=log) as srv:
+        with requests.Session() as s:
+            s.trust_env = False
+            s.verify = srv.ca_file
+            assert s.get(f"{srv.url}/healthz", timeout=10).status_code == 200
+            answer = s.post(f"{srv.url}/filter", data=raw_body("filter-nodenames"), timeout=10).json()
+            assert answer["NodeNames"] == body("filter-nodenames")["NodeNames"]  # every node unmanaged: all pass
+            assert s.post(f"{srv.url}/filter", data=b"x" * 1_000_001, timeout=10).status_code == 413
+    assert "No cluster access" in log.read_text()
+    missing = subprocess.run([sys.executable, "-m", "provisioner.cli", "extender", "--listen", "127.0.0.1:1"],
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert missing.returncode == 2
+    assert "--tls-cert-file and --tls-key-file are required" in missing.stderr
