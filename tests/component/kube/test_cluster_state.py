@@ -9,7 +9,7 @@ from provisioner.kube.api import WatchEvent
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.state import ClusterState
 
-WALKTHROUGH = Path("/work/shared/walkthrough")
+WALKTHROUGH = Path(__file__).parents[1] / "provisioning" / "walkthrough"  # copies of shared/walkthrough
 
 
 def provisioner_manifest():

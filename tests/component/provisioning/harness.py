@@ -14,7 +14,8 @@ from provisioner.kube.fake import FakeKubeAPI
 from provisioner.scheduling.resources import MIB
 from provisioner.state import ClusterState
 
-WALKTHROUGH = Path("/work/shared/walkthrough")
+#: Copies of shared/walkthrough/01-provisioner.yaml and 02-inflate-deployment.yaml (CI has no shared/).
+WALKTHROUGH = Path(__file__).parent / "walkthrough"
 ZONES = ("ap-south-1a", "ap-south-1b", "ap-south-1c")
 
 
