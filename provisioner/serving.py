@@ -15,6 +15,9 @@ Usage::
 
 ``serve`` blocks until SIGTERM/SIGINT, and installs gunicorn's signal handlers, so call it from
 the main thread of a process of its own (tests start ``groupless webhook`` as a subprocess).
+The app is loaded before gunicorn forks its worker (``preload_app``): threads started while
+building it do not survive the fork, so start them in the worker, e.g. with
+``os.register_at_fork(after_in_child=...)`` or lazily on the first request.
 """
 
 from __future__ import annotations

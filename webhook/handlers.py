@@ -20,13 +20,13 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from provisioner.api.defaults import defaulting_patch
 from provisioner.api.labels import API_GROUP, KIND
 from provisioner.api.schemas import describe_value
-from provisioner.api.validation import validate_provisioner
+from provisioner.api.validation import FieldError, validate_provisioner
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ __all__ = [
     "VALIDATING_WEBHOOK_NAME",
     "ReviewError",
     "allowed",
+    "denial_message",
     "denied",
     "mutate",
     "parse_request",
@@ -114,6 +115,17 @@ def denied(
     return _review(response)
 
 
+#: At most this many violations are spelled out in one denial; kubectl prints the message whole.
+MAX_REPORTED_ERRORS = 50
+
+
+def denial_message(errors: Sequence[FieldError]) -> str:
+    """The errors joined by ``"; "``, the first :data:`MAX_REPORTED_ERRORS` of them and a count of the rest."""
+    shown = "; ".join(str(e) for e in errors[:MAX_REPORTED_ERRORS])
+    rest = len(errors) - MAX_REPORTED_ERRORS
+    return shown if rest <= 0 else f"{shown}; and {rest} more error(s)"
+
+
 def _review(response: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_KIND, "response": response}
 
@@ -181,7 +193,8 @@ def validate(review: Any) -> dict[str, Any]:
         if request["operation"] == "UPDATE" and (being_deleted or unchanged):
             warning = f"Provisioner {name} is invalid (allowed because its spec did not change): {result.message}"
             return allowed(uid, warnings=[*result.warnings, warning[:1000]])
-        log.info("Denied Provisioner %s: %s", name, result.message)
-        return denied(uid, result.message, warnings=result.warnings)
+        message = denial_message(result.errors)
+        log.info("Denied Provisioner %s: %s", name, message)
+        return denied(uid, message, warnings=result.warnings)
 
     return _admit(review, decide)

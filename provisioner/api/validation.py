@@ -37,6 +37,7 @@ from provisioner.api.quantity import QuantityError, parse_decimal
 from provisioner.api.schemas import (
     MapKey,
     ProvisionerDecodeError,
+    describe_value,
     document_order,
     error_line,
     format_path,
@@ -161,15 +162,16 @@ class _Collector:
         self.obj = obj
         self._errors: list[tuple[tuple[tuple[int, str], ...], FieldError]] = []
         self.warnings: list[str] = []
-        self._seen: set[tuple[str, str]] = set()
+        self._seen: set[tuple[str, str, str]] = set()
 
     def error(
         self, path: list[str | int] | tuple[str | int, ...], value: Any, message: str, *, has_value: bool = True
     ) -> None:
         text = format_path(path) or "<root>"
-        if (text, message) in self._seen:
+        seen = (text, message, describe_value(value, 200))
+        if seen in self._seen:  # the decoder and a rule may both see one problem
             return
-        self._seen.add((text, message))
+        self._seen.add(seen)
         self._errors.append((document_order(self.obj, path), FieldError(text, value, message, has_value)))
 
     @property

@@ -341,3 +341,14 @@ def test_update_that_leaves_an_invalid_spec_unchanged_is_allowed_with_a_warning(
         "warnings": ["Provisioner default is invalid (allowed because its spec did not change): "
                      "spec.weight: invalid value 500: must be between 1 and 100"],
     }
+
+
+def test_a_denial_spells_out_at_most_50_violations(post: Any) -> None:
+    obj = valid()
+    obj["spec"]["labels"] = {f"k8s.io/label-{i:02d}": "x" for i in range(60)}
+    message = post("/validate", review(obj))["response"]["status"]["message"]
+    parts = message.split("; ")
+    assert len(parts) == 51
+    assert parts[0] == f'spec.labels: invalid value "k8s.io/label-00": {DOMAIN}'
+    assert parts[49] == f'spec.labels: invalid value "k8s.io/label-49": {DOMAIN}'
+    assert parts[50] == "and 10 more error(s)"
