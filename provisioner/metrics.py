@@ -231,6 +231,8 @@ def outcome_of(error: BaseException | None) -> str:
 _gauge_lock = threading.Lock()
 #: Label tuples each state gauge was last set for, so series of deleted objects are removed.
 _live_series: dict[str, set[tuple[str, ...]]] = {}
+#: Effective requests by pod (uid, resourceVersion): a pod's spec is parsed once, not per scrape.
+_requests_cache: dict[tuple[str, str], dict[str, int]] = {}
 
 
 def _quantities(resources: Any) -> dict[str, int]:
@@ -262,12 +264,14 @@ def update_cluster_gauges(
       effective requests (kube-scheduler's rules, DaemonSet pods included, finished pods
       excluded) of ``pods_by_node[name]`` -> :data:`NODE_REQUESTED`.
 
-    Call it after each resync of the cluster cache (the controller) or periodically; cheap
-    (one pass). Series of objects no longer given are removed. Odd objects never raise.
+    Call it after each resync of the cluster cache (the controller) or periodically; one pass,
+    and a pod's requests are parsed once per (uid, resourceVersion). Series of objects no
+    longer given are removed. Odd objects never raise.
     """
     from provisioner.api.labels import PROVISIONER_NAME
     from provisioner.scheduling.pods import is_terminal, pod_requests
 
+    seen_requests: dict[tuple[str, str], dict[str, int]] = {}
     values: dict[str, dict[tuple[str, ...], float]] = {
         g._name: {} for g in (PROVISIONER_USAGE, PROVISIONER_LIMIT, PROVISIONER_USAGE_RATIO,
                               NODE_ALLOCATABLE, NODE_REQUESTED)
@@ -305,13 +309,21 @@ def update_cluster_gauges(
             try:
                 if is_terminal(pod):
                     continue
-                for resource, amount in pod_requests(pod).items():
+                pod_meta = pod.get("metadata") or {}
+                key = (str(pod_meta.get("uid") or ""), str(pod_meta.get("resourceVersion") or ""))
+                amounts = _requests_cache.get(key) if all(key) else None
+                if amounts is None:
+                    amounts = dict(pod_requests(pod))
+                seen_requests[key] = amounts
+                for resource, amount in amounts.items():
                     requested[resource] = requested.get(resource, 0) + amount
             except (ValueError, TypeError, AttributeError):
                 continue  # a malformed pod is skipped, never fatal
         for resource, amount in requested.items():
             values[NODE_REQUESTED._name][(node_name, owner, resource)] = resource_value(resource, amount)
     with _gauge_lock:
+        _requests_cache.clear()  # keep only the pods of this pass: bounded by the cluster
+        _requests_cache.update((k, v) for k, v in seen_requests.items() if all(k))
         for gauge in (PROVISIONER_USAGE, PROVISIONER_LIMIT, PROVISIONER_USAGE_RATIO, NODE_ALLOCATABLE, NODE_REQUESTED):
             current = values[gauge._name]
             for labels_tuple, value in current.items():
@@ -395,13 +407,20 @@ def track_cluster_state(state: Any) -> Callable[[], None]:
     ``state``: anything whose ``snapshot()`` has ``nodes`` (name -> Node), ``pods_by_node``
     (name -> pods) and ``provisioner_objects`` (name -> Provisioner), such as
     :class:`provisioner.state.ClusterState`. The controller calls this once at start-up.
+    When the snapshot's ``resource_versions`` (kind -> last version seen) did not move since the
+    previous scrape, the refresh is skipped.
     Returns the unregister function of :func:`on_scrape`.
     """
+    last: list[Any] = [None]
 
     def refresh() -> None:
         snapshot = state.snapshot()
+        versions = getattr(snapshot, "resource_versions", None)
+        if versions and versions == last[0]:
+            return  # nothing changed since the last scrape: the gauges are current
         update_cluster_gauges(snapshot.nodes.values(), snapshot.pods_by_node,
                               snapshot.provisioner_objects.values())
+        last[0] = dict(versions) if versions else None
 
     return on_scrape(refresh)
 

@@ -169,3 +169,25 @@ def test_scrape_hooks_run_before_exposition_and_failures_do_not_break_it() -> No
         remove_broken()
     metrics.exposition()
     assert calls == ["ran"]
+
+
+def test_track_cluster_state_refreshes_only_when_the_cache_moved() -> None:
+    from types import SimpleNamespace
+
+    node = _node("ip-track", "track", {"cpu": "2"})
+    snap = SimpleNamespace(nodes={"ip-track": node}, pods_by_node={}, provisioner_objects={},
+                           resource_versions={"Node": "10"})
+    state = SimpleNamespace(snapshot=lambda: snap)
+    untrack = metrics.track_cluster_state(state)
+    try:
+        metrics.exposition()
+        assert sample("groupless_node_allocatable", node="ip-track", provisioner="track", resource="cpu") == 2.0
+        node["status"]["allocatable"]["cpu"] = "3"  # same resourceVersion: not re-read
+        metrics.exposition()
+        assert sample("groupless_node_allocatable", node="ip-track", provisioner="track", resource="cpu") == 2.0
+        snap.resource_versions = {"Node": "11"}
+        metrics.exposition()
+        assert sample("groupless_node_allocatable", node="ip-track", provisioner="track", resource="cpu") == 3.0
+    finally:
+        untrack()
+        metrics.update_cluster_gauges([], {}, [])
