@@ -202,7 +202,14 @@ def test_scheduler_snippet_registers_the_extender_ignorable(default_objects: lis
     assert extender["urlPrefix"] == "https://groupless.groupless.svc:8888"
     assert extender["filterVerb"] == "filter" and extender["prioritizeVerb"] == "prioritize"
     assert extender["ignorable"] is True and extender["nodeCacheCapable"] is True
-    assert extender["httpTimeout"] == "5s" and extender["weight"] == 5
+    assert extender["httpTimeout"] == "2s" and extender["weight"] == 5
+    # the same choices as the plain configuration in deploy/scheduler/
+    plain = yaml.safe_load((CHART.parents[1] / "scheduler" / "kube-scheduler-config.yaml").read_text())
+    (plain_extender,) = plain["extenders"]
+    for key in ("urlPrefix", "filterVerb", "prioritizeVerb", "weight", "nodeCacheCapable", "ignorable", "httpTimeout",
+                "enableHTTPS"):
+        assert extender[key] == plain_extender[key], key
+    assert extender["tlsConfig"]["serverName"] == plain_extender["tlsConfig"]["serverName"]
 
 
 def test_second_scheduler_is_upstream_kube_scheduler_with_our_extender(custom_objects: list[dict[str, Any]]) -> None:
