@@ -163,3 +163,13 @@ def test_relative_links_resolve() -> None:
     for page in DOCS.glob("*.md"):
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
             assert (page.parent / target).exists(), f"{page.name} -> {target}"
+
+
+def test_event_source_in_the_docs_is_the_controllers_component() -> None:
+    components = set(re.findall(r"EventRecorder\([^)]*component=\"([\w-]+)\"",
+                                (REPO / "provisioner" / "controllers" / "cli.py").read_text()))
+    assert len(components) == 1
+    (component,) = components
+    for page in ("troubleshooting.md", "installation.md"):
+        sources = set(re.findall(r"source=([\w-]+)", read(page)))
+        assert sources == {component}, page
