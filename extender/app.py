@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -46,18 +48,19 @@ class _HTTPError(Exception):
         self.status = status
 
 
-def _read_json(max_body_bytes: int) -> Any:
+def _read_json(max_body_bytes: int) -> tuple[Any, bytes]:
+    """The decoded body and its bytes; _HTTPError 413 when too large, 400 when empty or not JSON."""
     length = request.content_length
     if length is not None and length > max_body_bytes:
         raise _HTTPError(413, f"request body of {length} bytes exceeds the limit of {max_body_bytes} bytes")
-    body = request.stream.read(max_body_bytes + 1)
+    body = request.stream.read(length if length is not None else max_body_bytes + 1)
     if len(body) > max_body_bytes:
         raise _HTTPError(413, f"request body exceeds the limit of {max_body_bytes} bytes")
     if not body:
         raise _HTTPError(400, "request body is empty: expected ExtenderArgs JSON")
     try:
         # orjson: strict RFC 8259 (no NaN/Infinity), UTF-8 only, nesting capped at 1,024 levels
-        return orjson.loads(body)
+        return orjson.loads(body), body
     except ValueError as error:  # orjson.JSONDecodeError is a json.JSONDecodeError
         reason = " ".join(str(error).split())[:200]
         raise _HTTPError(400, f"request body is not JSON: {reason}") from None
@@ -97,6 +100,8 @@ def create_app(
     clock: Clock | None = None,
     expiry_horizon: float = handlers.DEFAULT_EXPIRY_HORIZON,
     ready: Callable[[], bool] | None = None,
+    record_dir: str | None = None,
+    record_limit: int = 20,
 ) -> Flask:
     """The extender's WSGI app; serve it with :func:`provisioner.serving.serve`.
 
@@ -106,18 +111,39 @@ def create_app(
     - ``max_body_bytes``: larger bodies get 413. ``clock``: time for nomination deadlines and
       expiry (default the real clock). ``ready``: ``/healthz`` answers 503 while it returns
       False (e.g. before the cache has synced); always ready when None.
+    - ``record_dir``: keep the first ``record_limit`` request bodies of each verb there, as
+      ``<verb>-<n>.json`` (the test suite's fixtures are recorded this way from a real
+      kube-scheduler); unreadable bodies are not kept.
     """
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
     time_source = clock or RealClock()
     app = Flask("groupless-extender")
+    recorded: dict[str, int] = {}
+    record_lock = threading.Lock()
+
+    def record(verb: str, body: bytes) -> None:
+        if record_dir is None:
+            return
+        with record_lock:
+            count = recorded.get(verb, 0)
+            if count >= record_limit:
+                return
+            recorded[verb] = count + 1
+        try:
+            os.makedirs(record_dir, exist_ok=True)
+            with open(os.path.join(record_dir, f"{verb}-{count + 1}.json"), "wb") as out:
+                out.write(body)
+        except OSError as error:
+            log.warning("Could not record a /%s request body in %s: %s", verb, record_dir, error)
 
     def serve_verb(verb: str, answer: Callable[[Mapping[str, Any], ExtenderState, float], Any]) -> Response:
         with metrics.time_call(metrics.EXTENDER_DURATION, verb=verb) as labels:
             args: Any = None
             try:
-                args = _read_json(max_body_bytes)
+                args, body = _read_json(max_body_bytes)
                 result = answer(args, state_provider(), time_source.now())
+                record(verb, body)
             except _HTTPError as error:
                 labels["code"] = str(error.status)
                 log.info("Rejected /%s request: %s", verb, error)

@@ -47,6 +47,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--expiry-horizon", type=float, default=DEFAULT_EXPIRY_HORIZON, metavar="SECONDS",
                         help="nodes expiring (ttlSecondsUntilExpired) within this many seconds score lowest "
                         f"(default {DEFAULT_EXPIRY_HORIZON:g})")
+    parser.add_argument("--record-requests", metavar="DIR",
+                        help="keep the first 20 request bodies of each verb in DIR (<verb>-<n>.json), "
+                        "e.g. to see what kube-scheduler sends")
     add_logging_flags(parser)
     parser.set_defaults(func=run)
 
@@ -87,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     except Exception as error:  # a bad kubeconfig file: say so and exit
         print(f"groupless extender: --kubeconfig {args.kubeconfig}: {error}", file=sys.stderr)
         return 2
-    options: dict[str, Any] = {"max_body_bytes": args.max_body_bytes, "expiry_horizon": args.expiry_horizon}
+    options: dict[str, Any] = {"max_body_bytes": args.max_body_bytes, "expiry_horizon": args.expiry_horizon,
+                               "record_dir": args.record_requests}
     if cluster is None:
         app = create_app(lambda: EMPTY_STATE, **options)
     else:
