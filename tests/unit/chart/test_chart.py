@@ -294,3 +294,29 @@ def test_helm_lint_strict_passes(helm: Path) -> None:
                           timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 chart(s) failed" in proc.stdout
+
+
+@pytest.mark.parametrize("toggles", [
+    ("webhook.enabled=false",),
+    ("extender.enabled=false",),
+    ("serviceAccount.create=false", "serviceAccount.name=existing"),
+    ("image.digest=sha256:" + "a" * 64,),
+])
+def test_optional_parts_render_valid_objects(helm: Path, toggles: tuple[str, ...]) -> None:
+    args = [a for t in toggles for a in ("--set", t)]
+    objects = render(helm, *REQUIRED, *args)
+    for obj in objects:
+        validate(obj)
+    deployment = by_kind(objects, "Deployment")[0]
+    pod = deployment["spec"]["template"]["spec"]
+    names = [c["name"] for c in pod["containers"]]
+    kinds = {o["kind"] for o in objects}
+    if "webhook.enabled=false" in toggles:
+        assert "webhook" not in names and "MutatingWebhookConfiguration" not in kinds
+        assert "secret" in next(v for v in pod["volumes"] if v["name"] == "certs")  # extender reads the Secret
+    if "extender.enabled=false" in toggles:
+        assert "extender" not in names and "ConfigMap" not in kinds
+    if "serviceAccount.create=false" in toggles:
+        assert "ServiceAccount" not in kinds and pod["serviceAccountName"] == "existing"
+    if any(t.startswith("image.digest") for t in toggles):
+        assert {c["image"] for c in pod["containers"]} == {"ghcr.io/groupless/groupless@sha256:" + "a" * 64}
