@@ -278,7 +278,7 @@ def prioritize(
             scores.append(MIN_PRIORITY)
             shares.append(None)
             continue
-        alloc_cpu, alloc_memory, alloc_pods, used_cpu, used_memory, price, expires_at = row
+        per_cpu, per_memory, per_resource, used_cpu, used_memory, per_pod, price, expires_at = row
         if name == nominated_to:
             scores.append(MAX_PRIORITY)
             shares.append(None)
@@ -294,22 +294,16 @@ def prioritize(
             if reservation is not None:
                 used_cpu += reservation.held.get(CPU)
                 used_memory += reservation.held.get(MEMORY)
-        fractions = 0.0
-        resources = 0
-        if alloc_cpu > 0:
-            fractions += min(1.0, used_cpu / alloc_cpu)
-            resources += 1
-        if alloc_memory > 0:
-            fractions += min(1.0, used_memory / alloc_memory)
-            resources += 1
-        packing = fractions / resources if resources else 0.0
-        scores.append(1 + 2 * min(3, int(max(0.0, packing) * 4)))
+        # packing: the mean over cpu and memory of the allocatable fraction in use, each capped at 1
+        cpu_used = used_cpu * per_cpu
+        memory_used = used_memory * per_memory
+        packing = ((cpu_used if cpu_used < 1.0 else 1.0) + (memory_used if memory_used < 1.0 else 1.0)) * per_resource
+        tier = int(packing * 4)
+        scores.append(1 + 2 * (tier if tier < 3 else 3))
         if price is None:
             shares.append(None)
             continue
-        taken = max(pod_cpu / alloc_cpu if alloc_cpu > 0 else 0.0, pod_memory / alloc_memory if alloc_memory > 0 else 0.0)
-        if taken == 0.0:
-            taken = 1 / alloc_pods if alloc_pods > 0 else 1.0
+        taken = max(pod_cpu * per_cpu, pod_memory * per_memory) or per_pod or 1.0
         shares.append(price * taken)
     known = [share for share in shares if share is not None]
     cheap_enough = min(known) * CHEAP_TOLERANCE if known else -1.0

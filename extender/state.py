@@ -106,7 +106,24 @@ class NodeInfo:
     expires_at: float | None = None
 
 
-ScoreRow = tuple[int, int, int, int, int, float | None, float | None]
+#: ``(1/allocatable cpu, 1/allocatable memory, 1/number of those present, requested cpu,
+#: requested memory, 1/allocatable pods, price, expires_at)``; an inverse is 0.0 where the
+#: node reports none of that resource, ``expires_at`` None for nodes we do not manage.
+ScoreRow = tuple[float, float, float, int, int, float, float | None, float | None]
+
+
+def _inverse(amount: int) -> float:
+    return 1.0 / amount if amount > 0 else 0.0
+
+
+def score_row(info: NodeInfo) -> ScoreRow:
+    """The numbers prioritize needs of one node (see :data:`ScoreRow`)."""
+    cpu, memory = info.allocatable.get(CPU), info.allocatable.get(MEMORY)
+    present = (cpu > 0) + (memory > 0)
+    return (
+        _inverse(cpu), _inverse(memory), _inverse(present), info.requested.get(CPU), info.requested.get(MEMORY),
+        _inverse(info.allocatable.get(PODS)), info.price, info.expires_at if info.provisioner is not None else None,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,16 +203,9 @@ class ExtenderState:
                     info.allocatable - info.requested,
                 )
         self.reservations: Mapping[str, Reservation] = reservations
-        #: name -> (allocatable cpu, memory, pods, requested cpu, memory, price, expires_at):
-        #: plain numbers, so prioritize does arithmetic, not Resources algebra, per node.
-        self.score_rows: Mapping[str, ScoreRow] = {
-            name: (
-                info.allocatable.get(CPU), info.allocatable.get(MEMORY), info.allocatable.get(PODS),
-                info.requested.get(CPU), info.requested.get(MEMORY), info.price,
-                info.expires_at if info.provisioner is not None else None,
-            )
-            for name, info in self.nodes.items()
-        }
+        #: name -> :data:`ScoreRow`: plain numbers, so prioritize does arithmetic, not Resources
+        #: algebra, per node.
+        self.score_rows: Mapping[str, ScoreRow] = {name: score_row(info) for name, info in self.nodes.items()}
         self.nominated: frozenset[str] = frozenset(reservations)
 
     def active_nominations(self, info: NodeInfo, now: float) -> nom.Nominations:
