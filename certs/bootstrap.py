@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import datetime
 import logging
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,10 @@ VALIDATING = "ValidatingWebhookConfiguration"
 DEFAULT_NAMESPACE = "groupless"
 DEFAULT_SECRET = "groupless-cert"
 DEFAULT_SERVICE = "groupless"
+#: A CA this close to its end is replaced rather than reused for a renewal.
+CA_ROTATION_LOOKAHEAD = datetime.timedelta(days=365)
+#: How often a running webhook re-checks its certificates and caBundles (as cert-controller does).
+CHECK_INTERVAL_SECONDS = 3600.0
 DEFAULT_CONFIGURATIONS: tuple[tuple[str, str], ...] = (
     (MUTATING, "defaulting.webhook.provisioners.groupless.dev"),
     (VALIDATING, "validation.webhook.provisioners.groupless.dev"),
@@ -78,7 +83,9 @@ def ensure_secret(
     """The bundle in Secret ``namespace/secret_name``, created or renewed when needed.
 
     Returns ``(bundle, created)``. Renews when the stored bundle is unreadable, expires within
-    90 days, or lacks a wanted name. Raises :class:`provisioner.kube.api.ApiError` on API failures.
+    90 days, or lacks a wanted name; a renewal signs the new serving certificate with the
+    stored CA unless the CA itself expires within a year (then a new CA, and new caBundles).
+    Raises :class:`provisioner.kube.api.ApiError` on API failures.
     """
     try:
         secret = kube.get("Secret", secret_name, namespace)
@@ -91,7 +98,10 @@ def ensure_secret(
         if bundle is not None and why is None:
             return bundle, False
         log.info("Renewing webhook certificates in Secret %s/%s: %s", namespace, secret_name, why)
-        bundle = generate(dns_names, ip_addresses, now=now)
+        keep_ca = bundle is not None and not bundle.ca_expires_within(CA_ROTATION_LOOKAHEAD, now=now)
+        # Keeping a healthy CA keeps every caBundle (and every other replica's trust) valid.
+        bundle = generate(dns_names, ip_addresses, now=now,
+                          ca=(bundle.ca_cert, bundle.ca_key) if keep_ca and bundle is not None else None)
         replacement = _secret(secret_name, namespace, bundle)
         replacement["metadata"]["resourceVersion"] = secret.get("metadata", {}).get("resourceVersion", "")
         kube.replace("Secret", replacement)
@@ -163,3 +173,34 @@ def ensure_certificates(
         except NotFoundError:
             log.warning("%s %s not found; its caBundle was not set", kind, name)
     return BootstrapResult(bundle=bundle, created=created, patched=tuple(patched))
+
+
+def keep_fresh(
+    kube: KubeAPI,
+    stop: threading.Event,
+    *,
+    interval_seconds: float = CHECK_INTERVAL_SECONDS,
+    **ensure: Any,
+) -> threading.Thread:
+    """Start a daemon thread running :func:`ensure_certificates` every ``interval_seconds``.
+
+    ``ensure`` are its keyword arguments (``cert_dir``, ``namespace``, ``secret_name``,
+    ``dns_names``, ...). It renews certificates before they expire, picks up a renewal another
+    replica made, and heals a caBundle that was reset. The files are rewritten in place and
+    gunicorn's gthread worker loads them per connection, so no restart is needed. Errors are
+    logged and retried at the next interval; set ``stop`` to end the thread.
+    """
+
+    def run() -> None:
+        while not stop.wait(interval_seconds):
+            try:
+                result = ensure_certificates(kube, **ensure)
+                if result.created or result.patched:
+                    log.info("Refreshed webhook certificates (renewed: %s, caBundle injected into: %s)",
+                             result.created, ", ".join(result.patched) or "nothing")
+            except Exception:  # keep serving with what we have; try again later
+                log.exception("Checking the webhook certificates failed; retrying in %.0fs", interval_seconds)
+
+    thread = threading.Thread(target=run, name="groupless-cert-refresh", daemon=True)
+    thread.start()
+    return thread

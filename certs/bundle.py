@@ -57,22 +57,25 @@ class CertBundle:
     def write(self, directory: str | os.PathLike[str]) -> dict[str, Path]:
         """Write ``ca.crt ca.key tls.crt tls.key`` into ``directory`` (created; keys mode 0600).
 
-        Returns the path of each file by name. Files are replaced atomically.
+        Returns the path of each file by name. Each file is replaced atomically, and all four
+        renames happen back to back after the data is written, so a server that loads the
+        certificate per connection (gunicorn's gthread worker does) picks up a renewal with
+        at most a microseconds-wide window of a mismatched pair.
         """
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        paths: dict[str, Path] = {}
+        staged: list[tuple[Path, Path]] = []
         for name, data in self.to_files().items():
-            path = out / name
             tmp = out / f".{name}.tmp"
             mode = 0o600 if name.endswith(".key") else 0o644
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.chmod(tmp, mode)
+            staged.append((tmp, out / name))
+        for tmp, path in staged:
             os.replace(tmp, path)
-            paths[name] = path
-        return paths
+        return {path.name: path for _, path in staged}
 
     @classmethod
     def read(cls, directory: str | os.PathLike[str]) -> CertBundle:
@@ -123,6 +126,14 @@ class CertBundle:
         """When the first of the CA and serving certificate expires (UTC)."""
         return min(self.certificate().not_valid_after_utc, self.ca_certificate().not_valid_after_utc)
 
+    def ca_expires_within(self, lookahead: datetime.timedelta, *, now: datetime.datetime | None = None) -> bool:
+        """True when the CA expires within ``lookahead`` of ``now`` (or cannot be read)."""
+        now = now or datetime.datetime.now(datetime.UTC)
+        try:
+            return self.ca_certificate().not_valid_after_utc - lookahead <= now
+        except CertError:
+            return True
+
     def needs_rotation(
         self,
         dns_names: Iterable[str] = (),
@@ -157,6 +168,44 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
 
 
+def _new_ca(common_name: str, now: datetime.datetime, validity: datetime.timedelta) -> tuple[bytes, bytes]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - CLOCK_SKEW)
+        .not_valid_after(now + validity)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
+                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
+def _load_ca(ca_cert_pem: bytes, ca_key_pem: bytes) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    cert = _parse(ca_cert_pem, CA_CERT_FILE)
+    try:
+        key = serialization.load_pem_private_key(ca_key_pem, password=None)
+    except (ValueError, TypeError) as error:
+        raise CertError(f"{CA_KEY_FILE} is not an unencrypted PEM private key") from error
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise CertError(f"{CA_KEY_FILE} is not an ECDSA key")
+    if key.public_key() != cert.public_key():
+        raise CertError(f"{CA_KEY_FILE} does not belong to {CA_CERT_FILE}")
+    return cert, key
+
+
 def generate(
     dns_names: Iterable[str],
     ip_addresses: Iterable[str] = (),
@@ -167,14 +216,17 @@ def generate(
     ca_validity: datetime.timedelta = CA_VALIDITY,
     validity: datetime.timedelta = SERVING_VALIDITY,
     client_auth: bool = False,
+    ca: tuple[bytes, bytes] | None = None,
 ) -> CertBundle:
-    """A new CA and a serving certificate for every DNS name and IP address given.
+    """A serving certificate for every DNS name and IP address given, signed by a new CA.
 
-    ``dns_names``: e.g. ``["groupless-webhook.groupless.svc", "localhost"]``;
-    ``ip_addresses``: e.g. ``["127.0.0.1", "::1"]`` (written as IP SANs). The serving
-    certificate's Common Name is ``common_name`` or the first name; with ``client_auth`` it
-    may also be used as a TLS client certificate (mutual TLS). Raises CertError for an
-    invalid IP address or when no name at all is given.
+    ``dns_names``: e.g. ``["groupless.groupless.svc", "localhost"]``; ``ip_addresses``: e.g.
+    ``["127.0.0.1", "::1"]`` (written as IP SANs). The serving certificate's Common Name is
+    ``common_name`` or the first name; with ``client_auth`` it may also be used as a TLS
+    client certificate (mutual TLS). ``ca``: ``(ca_cert_pem, ca_key_pem)`` of an existing CA to
+    sign with instead of a new one (a renewal that keeps every ``caBundle`` valid); the
+    serving certificate never outlives its CA. Raises CertError for an invalid IP address, no
+    name at all, or a CA pair that does not load or match.
     """
     dns = list(dict.fromkeys(dns_names))
     try:
@@ -184,29 +236,8 @@ def generate(
     if not dns and not ips:
         raise CertError("a serving certificate needs at least one DNS name or IP address")
     now = now or datetime.datetime.now(datetime.UTC)
-    start = now - CLOCK_SKEW
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_common_name)])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(now + ca_validity)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_cert_pem, ca_key_pem = ca if ca is not None else _new_ca(ca_common_name, now, ca_validity)
+    ca_cert, ca_key = _load_ca(ca_cert_pem, ca_key_pem)
 
     key = ec.generate_private_key(ec.SECP256R1())
     usages = [ExtendedKeyUsageOID.SERVER_AUTH, *([ExtendedKeyUsageOID.CLIENT_AUTH] if client_auth else [])]
@@ -215,11 +246,11 @@ def generate(
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn[:64])]))
-        .issuer_name(ca_name)
+        .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(min(now + validity, now + ca_validity))
+        .not_valid_before(now - CLOCK_SKEW)
+        .not_valid_after(min(now + validity, ca_cert.not_valid_after_utc))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -234,10 +265,7 @@ def generate(
         .sign(ca_key, hashes.SHA256())
     )
     return CertBundle(
-        ca_cert=ca_cert.public_bytes(serialization.Encoding.PEM),
-        ca_key=_key_pem(ca_key),
-        cert=cert.public_bytes(serialization.Encoding.PEM),
-        key=_key_pem(key),
+        ca_cert=ca_cert_pem, ca_key=ca_key_pem, cert=cert.public_bytes(serialization.Encoding.PEM), key=_key_pem(key)
     )
 
 

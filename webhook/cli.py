@@ -12,9 +12,10 @@ import argparse
 import logging
 import sys
 import tempfile
+import threading
 from typing import Any
 
-from certs.bootstrap import DEFAULT_NAMESPACE, DEFAULT_SECRET, DEFAULT_SERVICE
+from certs.bootstrap import CHECK_INTERVAL_SECONDS, DEFAULT_NAMESPACE, DEFAULT_SECRET, DEFAULT_SERVICE
 from provisioner.logging import add_logging_flags, configure_logging
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,9 @@ def register(subparsers: Any) -> None:
     boot.add_argument("--cert-dir", metavar="DIR", help="where to write the certificates (default: a temporary dir)")
     boot.add_argument("--extra-dns", action="append", default=[], metavar="NAME", help="additional DNS SAN")
     boot.add_argument("--extra-ip", action="append", default=[], metavar="ADDR", help="additional IP SAN")
+    boot.add_argument("--cert-check-interval", type=float, default=CHECK_INTERVAL_SECONDS, metavar="SECONDS",
+                      help="re-check the Secret and caBundles this often while serving "
+                      f"(default {CHECK_INTERVAL_SECONDS:.0f}; 0 disables)")
     add_logging_flags(parser)
     parser.set_defaults(func=run)
 
@@ -78,17 +82,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _bootstrap(args: argparse.Namespace) -> tuple[str, str]:
-    from certs.bootstrap import ensure_certificates
+    """Certificates from the Secret (made if absent), caBundles injected, a refresher started."""
+    from certs.bootstrap import ensure_certificates, keep_fresh
     from certs.bundle import CERT_FILE, KEY_FILE, service_dns_names
     from provisioner.kube.client import KubeClient
 
     kube = KubeClient.from_kubeconfig(args.kubeconfig)
     cert_dir = args.cert_dir or tempfile.mkdtemp(prefix="groupless-webhook-certs-")
-    result = ensure_certificates(
-        kube, cert_dir=cert_dir, namespace=args.namespace, secret_name=args.secret_name,
-        dns_names=[*service_dns_names(args.service_name, args.namespace), *args.extra_dns],
-        ip_addresses=args.extra_ip,
-    )
+    ensure: dict[str, Any] = {
+        "cert_dir": cert_dir, "namespace": args.namespace, "secret_name": args.secret_name,
+        "dns_names": [*service_dns_names(args.service_name, args.namespace), *args.extra_dns],
+        "ip_addresses": args.extra_ip,
+    }
+    result = ensure_certificates(kube, **ensure)
     log.info("Webhook certificates ready in %s (created: %s, caBundle injected into: %s)",
              cert_dir, result.created, ", ".join(result.patched) or "nothing new")
+    if args.cert_check_interval > 0:
+        # Runs in gunicorn's arbiter process; the worker reads the files per connection.
+        keep_fresh(kube, threading.Event(), interval_seconds=args.cert_check_interval, **ensure)
     return f"{cert_dir}/{CERT_FILE}", f"{cert_dir}/{KEY_FILE}"

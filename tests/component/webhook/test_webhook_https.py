@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import ssl
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 import requests
 from admission_fixtures import decode_patch, load_walkthrough, review, valid
 from admission_strategies import BODIES, check_answer
+from cryptography import x509
 from hypothesis import HealthCheck, given, settings
 from webhook_server import Server, start, stop
 
@@ -64,8 +66,6 @@ def test_the_server_speaks_tls_1_2_or_later_only(server: Server) -> None:
     context.minimum_version = context.maximum_version = ssl.TLSVersion.TLSv1_1
     context.set_ciphers("DEFAULT:@SECLEVEL=0")
     with pytest.raises((ssl.SSLError, OSError)):
-        import socket
-
         host, port = server.url.removeprefix("https://").split(":")
         with socket.create_connection((host, int(port)), timeout=5) as raw, \
                 context.wrap_socket(raw, server_hostname=host):
@@ -104,3 +104,17 @@ def test_mutual_tls_requires_a_client_certificate_from_the_client_ca(tmp_path: P
     finally:
         stop(mtls)
     assert mtls.process.returncode == 0  # gunicorn stops cleanly on SIGTERM
+
+
+def test_renewed_certificates_are_served_without_a_restart(tmp_path: Path) -> None:
+    running = start(tmp_path)
+    try:
+        renewed = generate(["localhost"], ["127.0.0.1"], ca=(running.bundle.ca_cert, running.bundle.ca_key))
+        renewed.write(tmp_path)  # what certs.bootstrap.keep_fresh does on a renewal
+        with socket.create_connection(("127.0.0.1", int(running.url.rsplit(":", 1)[1])), timeout=5) as raw, \
+                ssl.create_default_context(cafile=running.ca_file).wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            served = tls.getpeercert(binary_form=True)
+        assert served is not None
+        assert x509.load_der_x509_certificate(served) == renewed.certificate()
+    finally:
+        stop(running)

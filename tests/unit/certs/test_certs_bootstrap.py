@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import datetime
 import logging
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from certs.bootstrap import (
     ensure_certificates,
     ensure_secret,
     inject_ca_bundle,
+    keep_fresh,
 )
 from certs.bundle import CertBundle, generate, service_dns_names
 from provisioner.kube.fake import FakeKubeAPI
@@ -67,17 +70,46 @@ def test_second_start_reuses_the_secret_and_patches_nothing(tmp_path: Path) -> N
     assert CertBundle.read(tmp_path / "b") == first.bundle
 
 
-def test_a_new_name_or_a_close_expiry_renews_the_secret_and_the_ca_bundle(tmp_path: Path) -> None:
+def test_a_new_name_or_a_close_expiry_renews_the_serving_certificate_with_the_same_ca(tmp_path: Path) -> None:
     kube = cluster_with_configurations()
     first = ensure_certificates(kube, cert_dir=str(tmp_path), dns_names=NAMES, now=NOW)
     renamed = ensure_certificates(kube, cert_dir=str(tmp_path), dns_names=[*NAMES, "webhook.example.com"], now=NOW)
-    assert renamed.created is True and renamed.bundle != first.bundle
+    assert renamed.created is True and renamed.bundle.cert != first.bundle.cert
     assert "webhook.example.com" in renamed.bundle.names()[0]
-    assert ca_bundles(kube) == [base64.b64encode(renamed.bundle.ca_cert).decode()] * 2
+    assert (renamed.bundle.ca_cert, renamed.bundle.ca_key) == (first.bundle.ca_cert, first.bundle.ca_key)
+    assert renamed.patched == ()  # every caBundle stays valid: no window where other replicas are untrusted
+    renamed.bundle.certificate().verify_directly_issued_by(first.bundle.ca_certificate())
+    assert CertBundle.read(tmp_path) == renamed.bundle
     later = NOW + datetime.timedelta(days=300)
-    expired = ensure_certificates(kube, cert_dir=str(tmp_path), dns_names=NAMES, now=later)
-    assert expired.created is True and expired.bundle.certificate().not_valid_after_utc == \
-        later + datetime.timedelta(days=365)
+    expiring = ensure_certificates(kube, cert_dir=str(tmp_path), dns_names=NAMES, now=later)
+    assert expiring.created is True and expiring.bundle.ca_cert == first.bundle.ca_cert
+    assert expiring.bundle.certificate().not_valid_after_utc == later + datetime.timedelta(days=365)
+
+
+def test_a_ca_close_to_its_end_is_replaced_and_injected(tmp_path: Path) -> None:
+    kube = cluster_with_configurations()
+    first = ensure_certificates(kube, cert_dir=str(tmp_path), dns_names=NAMES, now=NOW)
+    late = NOW + datetime.timedelta(days=3650 - 200)
+    result = ensure_certificates(kube, cert_dir=str(tmp_path), dns_names=NAMES, now=late)
+    assert result.created is True and result.bundle.ca_cert != first.bundle.ca_cert
+    assert len(result.patched) == 2
+    assert ca_bundles(kube) == [base64.b64encode(result.bundle.ca_cert).decode()] * 2
+
+
+def test_keep_fresh_heals_a_reset_ca_bundle(tmp_path: Path) -> None:
+    kube = cluster_with_configurations()
+    first = ensure_certificates(kube, cert_dir=str(tmp_path), dns_names=NAMES)
+    kube.patch(MUTATING, DEFAULT_CONFIGURATIONS[0][1],
+               [{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": ""}])
+    stop = threading.Event()
+    thread = keep_fresh(kube, stop, interval_seconds=0.01, cert_dir=str(tmp_path), dns_names=NAMES)
+    deadline = time.monotonic() + 10
+    while ca_bundles(kube)[0] == "" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert ca_bundles(kube) == [base64.b64encode(first.bundle.ca_cert).decode()] * 2
 
 
 def test_a_corrupt_secret_is_replaced() -> None:

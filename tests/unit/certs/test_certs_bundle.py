@@ -101,3 +101,17 @@ def test_cli_generate_rejects_bad_addresses(tmp_path: Path, capsys: pytest.Captu
     assert capsys.readouterr().err == (
         "groupless certs generate: --ip: 'localhost' does not appear to be an IPv4 or IPv6 address\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_signing_with_an_existing_ca() -> None:
+    first = generate(["a"], now=NOW)
+    second = generate(["b"], now=NOW + datetime.timedelta(days=3600), ca=(first.ca_cert, first.ca_key))
+    assert (second.ca_cert, second.ca_key) == (first.ca_cert, first.ca_key)
+    second.certificate().verify_directly_issued_by(first.ca_certificate())
+    # never outlives its CA
+    assert second.certificate().not_valid_after_utc == first.ca_certificate().not_valid_after_utc
+    other = generate(["c"])
+    with pytest.raises(CertError, match="ca.key does not belong to ca.crt"):
+        generate(["d"], ca=(first.ca_cert, other.ca_key))
+    with pytest.raises(CertError, match="ca.key is not an unencrypted PEM private key"):
+        generate(["d"], ca=(first.ca_cert, b"junk"))

@@ -67,7 +67,7 @@ def test_bootstrap_mode_creates_certificates_and_serves_them(
 
     monkeypatch.setattr(kube_client.KubeClient, "from_kubeconfig", staticmethod(from_kubeconfig))
     assert main(["webhook", "--bootstrap-certs", "--kubeconfig", "/k", "--cert-dir", str(tmp_path),
-                 "--extra-ip", "127.0.0.1"]) == 0
+                 "--extra-ip", "127.0.0.1", "--cert-check-interval", "0"]) == 0
     assert kubeconfigs == ["/k"]
     assert served[0]["cert_file"] == f"{tmp_path}/tls.crt" and served[0]["key_file"] == f"{tmp_path}/tls.key"
     dns, ips = CertBundle.read(tmp_path).names()
