@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import compress
 from operator import not_
@@ -81,8 +81,9 @@ class ExtenderArgs:
     """A decoded request: the pod, the candidate names, and the Node items when sent in full."""
 
     pod: Mapping[str, Any]
-    names: list[str]
+    names: list[str]  # NodeNames when sent, else the names of Nodes.items
     items: list[Any] | None  # NodeList.items (nodeCacheCapable false), else None
+    item_names: list[str]  # the names of Nodes.items, in order (empty without items)
     node_names_mode: bool  # NodeNames was sent (nodeCacheCapable true)
 
 
@@ -111,6 +112,7 @@ def decode_args(args: Any) -> ExtenderArgs:
     if raw_names is None and raw_nodes is None:
         raise BadRequest("neither Nodes nor NodeNames given")
     items: list[Any] | None = None
+    item_names: list[str] = []
     if raw_nodes is not None:
         if not isinstance(raw_nodes, Mapping):
             raise BadRequest(f"Nodes must be a NodeList object, got {type(raw_nodes).__name__}")
@@ -120,6 +122,13 @@ def decode_args(args: Any) -> ExtenderArgs:
         if not isinstance(raw_items, list):
             raise BadRequest(f"Nodes.items must be a list, got {type(raw_items).__name__}")
         items = raw_items
+        for index, item in enumerate(items):
+            metadata = item.get("metadata") if isinstance(item, Mapping) else None
+            name = metadata.get("name") if isinstance(metadata, Mapping) else None
+            if not isinstance(name, str):
+                raise BadRequest(f"Nodes.items[{index}]: missing metadata.name")
+            item_names.append(name)
+    names = item_names
     if raw_names is not None:
         try:  # str.join checks every item is a string, at C speed (5,000 names in ~0.1 ms)
             if not isinstance(raw_names, list):
@@ -128,16 +137,8 @@ def decode_args(args: Any) -> ExtenderArgs:
         except TypeError:
             raise BadRequest("NodeNames must be a list of strings") from None
         names = raw_names
-    else:
-        assert items is not None
-        names = []
-        for index, item in enumerate(items):
-            metadata = item.get("metadata") if isinstance(item, Mapping) else None
-            name = metadata.get("name") if isinstance(metadata, Mapping) else None
-            if not isinstance(name, str):
-                raise BadRequest(f"Nodes.items[{index}]: missing metadata.name")
-            names.append(name)
-    return ExtenderArgs(pod=pod, names=names, items=items, node_names_mode=raw_names is not None)
+    return ExtenderArgs(pod=pod, names=names, items=items, item_names=item_names,
+                        node_names_mode=raw_names is not None)
 
 
 # ------------------------------------------------------------------------------------- filter
@@ -231,7 +232,11 @@ def filter(  # noqa: A001 - the extender verb's name
     }
     if request.items is not None:
         items = request.items
-        if rejected:
+        if rejected and names is not request.item_names:
+            # both fields sent (no scheduler does): keep the items whose name survived
+            kept = set(survivors)
+            items = [item for item in items if item["metadata"]["name"] in kept]
+        elif rejected:
             items = list(compress(items, map(not_, verdicts)))
         result["Nodes"] = {"metadata": {}, "items": items}
     if request.node_names_mode:
@@ -312,7 +317,3 @@ def prioritize(
         for name, score, share in zip(request.names, scores, shares, strict=True)
     ]
 
-
-def names_of(args: Mapping[str, Any]) -> Sequence[str]:
-    """Candidate node names of a request (for logs and metrics); raises :class:`BadRequest`."""
-    return decode_args(args).names

@@ -259,3 +259,11 @@ def test_odd_pod_content_does_not_fail() -> None:
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Near", "values": ["b"]}]}]}}}
     result = handlers.filter(request, state(), now())
     assert N1 in result["NodeNames"]
+
+
+def test_both_fields_sent_are_both_answered() -> None:
+    request = body("filter-nodes")
+    request["NodeNames"] = [N1, N2, N3]  # no scheduler sends both; answer each consistently
+    result = handlers.filter(request, state(), now())
+    assert result["NodeNames"] == [N1]
+    assert [i["metadata"]["name"] for i in result["Nodes"]["items"]] == [N1]
