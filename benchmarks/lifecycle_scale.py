@@ -15,7 +15,9 @@ the defaults stay at 500 nodes; the controllers' own cost is what the figures sh
   by recreating each evicted pod on spare capacity one fake second later; figures are the fake
   time until every node is gone, the number of Eviction API calls (and how many the API server
   refused with 429), the lowest number of healthy pods seen per application (must stay >= 9),
-  and the wall time.
+  and the wall time. Under a profiler the drain's wall time is almost all the in-memory API's
+  own eviction check (it scans every object for budgets and graceful deletions per call); the
+  controllers' share is a few percent.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ worst case is one early retry.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 
 from provisioner import metrics
@@ -50,49 +51,60 @@ class Evictor:
         self.maximum = maximum
         self._backoff: dict[str, _Backoff] = {}
         self._node_of: dict[str, str] = {}
+        self._lock = threading.Lock()  # workers drain different nodes at once
 
     @staticmethod
     def key(pod: Object) -> str:
         return str(objects.meta(pod).get("uid") or objects.ref(pod))
 
     def due(self, pod: Object) -> bool:
-        entry = self._backoff.get(self.key(pod))
+        with self._lock:
+            entry = self._backoff.get(self.key(pod))
         return entry is None or entry.next_at <= self.clock.now() + 1e-3  # float slack at epoch magnitudes
 
     def next_retry(self, pods: list[Object]) -> float | None:
-        times = [self._backoff[k].next_at for k in map(self.key, pods) if k in self._backoff]
+        with self._lock:
+            times = [self._backoff[k].next_at for k in map(self.key, pods) if k in self._backoff]
         return min(times) if times else None
 
     def forget(self, pods: list[Object]) -> None:
-        for pod in pods:
-            self._backoff.pop(self.key(pod), None)
-            self._node_of.pop(self.key(pod), None)
+        with self._lock:
+            for pod in pods:
+                self._backoff.pop(self.key(pod), None)
+                self._node_of.pop(self.key(pod), None)
 
     def forget_node(self, node_name: str) -> None:
         """Drop the backoff of every pod tried on ``node_name`` (its drain is over)."""
-        for key in [k for k, n in self._node_of.items() if n == node_name]:
-            self._backoff.pop(key, None)
-            del self._node_of[key]
+        with self._lock:
+            for key in [k for k, n in self._node_of.items() if n == node_name]:
+                self._backoff.pop(key, None)
+                del self._node_of[key]
 
     def _fail(self, key: str) -> _Backoff:
-        entry = self._backoff.get(key)
-        delay = self.base if entry is None else min(entry.delay * 2, self.maximum)
-        failures = 1 if entry is None else entry.failures + 1
-        entry = _Backoff(next_at=self.clock.now() + delay, delay=delay, failures=failures)
-        self._backoff[key] = entry
-        return entry
+        with self._lock:
+            entry = self._backoff.get(key)
+            delay = self.base if entry is None else min(entry.delay * 2, self.maximum)
+            failures = 1 if entry is None else entry.failures + 1
+            entry = _Backoff(next_at=self.clock.now() + delay, delay=delay, failures=failures)
+            self._backoff[key] = entry
+            return entry
+
+    def _clear(self, key: str) -> None:
+        with self._lock:
+            self._backoff.pop(key, None)
 
     def evict(self, pod: Object, node: Object) -> str:
         key = self.key(pod)
         if not self.due(pod):
             return "waiting"
-        self._node_of[key] = objects.name(node)
+        with self._lock:
+            self._node_of[key] = objects.name(node)
         pod_ref = objects.ref(pod)
         node_name = objects.name(node)
         try:
             self.kube.evict(objects.name(pod), objects.namespace(pod))
         except NotFoundError:
-            self._backoff.pop(key, None)
+            self._clear(key)
             metrics.EVICTIONS.labels(outcome="not_found").inc()
             return "gone"
         except TooManyRequestsError as error:
@@ -117,7 +129,7 @@ class Evictor:
                 return "error"
             log.error("Failed to evict pod %s from node %s (retry in %.1fs): %s", pod_ref, node_name, entry.delay, error)
             return "error"
-        self._backoff.pop(key, None)
+        self._clear(key)
         metrics.EVICTIONS.labels(outcome="evicted").inc()
         log.info("Evicted pod %s from node %s", pod_ref, node_name)
         self.events.normal(pod, "Evicted", f"Evicted pod from node {node_name} (draining)")

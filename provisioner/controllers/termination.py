@@ -22,6 +22,7 @@ that registered themselves), as v0.6.3's "Finalizer" sub-reconciler does.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from provisioner import metrics
@@ -100,6 +101,7 @@ class TerminationController:
         self.ctx = ctx
         self.evictor = Evictor(ctx.kube, ctx.clock, ctx.events, base=backoff_base, maximum=backoff_max)
         self._blocked_reported: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()  # workers reconcile different nodes at once
 
     def reconcile(self, node: Object) -> Result:
         if objects.provisioner_of(node) is None and TERMINATION_FINALIZER not in finalizers(node):
@@ -136,9 +138,11 @@ class TerminationController:
         if blocking:
             for pod in blocking:
                 key = (name, Evictor.key(pod))
-                if key in self._blocked_reported:
+                with self._lock:
+                    reported = key in self._blocked_reported
+                    self._blocked_reported.add(key)
+                if reported:
                     continue
-                self._blocked_reported.add(key)
                 message = (f"Drain of node {name} blocked by pod {objects.ref(pod)}: "
                            f"annotation karpenter.sh/do-not-evict=true (do-not-evict)")
                 log.info("Unable to drain node %s, pod %s has do-not-evict annotation", name, objects.ref(pod))
@@ -177,7 +181,8 @@ class TerminationController:
         except NotFoundError:
             pass
         self.ctx.events.normal(node, "Terminated", f"Terminated instance {provider_id or '(none)'}; deleted node")
-        self._blocked_reported = {k for k in self._blocked_reported if k[0] != name}
+        with self._lock:
+            self._blocked_reported = {k for k in self._blocked_reported if k[0] != name}
         self.evictor.forget_node(name)
         metrics.NODES_TERMINATED.labels(provisioner=objects.provisioner_of(node) or "", reason=termination_reason(node)).inc()
         log.info("Deleted node %s", name)
