@@ -320,3 +320,26 @@ def test_optional_parts_render_valid_objects(helm: Path, toggles: tuple[str, ...
         assert "ServiceAccount" not in kinds and pod["serviceAccountName"] == "existing"
     if any(t.startswith("image.digest") for t in toggles):
         assert {c["image"] for c in pod["containers"]} == {"ghcr.io/groupless/groupless@sha256:" + "a" * 64}
+
+
+def test_grafana_dashboard_queries_only_groupless_metrics_that_exist(helm: Path) -> None:
+    import json
+    import re
+
+    from provisioner import metrics
+
+    dashboard = json.loads((CHART / "dashboards" / "groupless.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    assert len(exprs) >= 12
+    known = set(metrics.metric_names())
+    known |= {f"{n}_{suffix}" for n in metrics.metric_names() for suffix in ("bucket", "count", "sum")}
+    used = {name for expr in exprs for name in re.findall(r"\bgroupless_\w+", expr)}
+    assert used - known == set()
+    # every metric family appears on the dashboard
+    families = {re.sub(r"_(bucket|count|sum)$", "", n) for n in used}
+    assert families == set(metrics.metric_names()) - {"groupless_provisioner_usage", "groupless_provisioner_limit"}
+    objects = render(helm, *REQUIRED, "--set", "grafanaDashboard.enabled=true")
+    (config_map,) = [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+    validate(config_map)
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(config_map["data"]["groupless.json"]) == dashboard
