@@ -117,6 +117,8 @@ def denied(
 
 #: At most this many violations are spelled out in one denial; kubectl prints the message whole.
 MAX_REPORTED_ERRORS = 50
+#: Warnings become HTTP ``Warning`` headers; kube-apiserver may truncate those over 256 characters.
+MAX_WARNING_CHARS = 256
 
 
 def denial_message(errors: Sequence[FieldError]) -> str:
@@ -191,8 +193,11 @@ def validate(review: Any) -> dict[str, Any]:
         being_deleted = isinstance(metadata, dict) and metadata.get("deletionTimestamp") is not None
         unchanged = isinstance(old, dict) and "spec" in obj and old.get("spec") == obj.get("spec")
         if request["operation"] == "UPDATE" and (being_deleted or unchanged):
-            warning = f"Provisioner {name} is invalid (allowed because its spec did not change): {result.message}"
-            return allowed(uid, warnings=[*result.warnings, warning[:1000]])
+            why = "it is being deleted" if being_deleted else "its spec did not change"
+            warning = f"Provisioner {name} is invalid (allowed because {why}): {result.message}"
+            if len(warning) > MAX_WARNING_CHARS:  # kube-apiserver may cut longer warnings anyway
+                warning = warning[: MAX_WARNING_CHARS - 3] + "..."
+            return allowed(uid, warnings=[*result.warnings, warning])
         message = denial_message(result.errors)
         log.info("Denied Provisioner %s: %s", name, message)
         return denied(uid, message, warnings=result.warnings)

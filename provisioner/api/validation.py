@@ -21,6 +21,7 @@ problem is reported once.
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -153,8 +154,11 @@ def is_valid_label_value(value: str) -> str | None:
     return None
 
 
-def _is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _is_int(value: Any) -> TypeGuard[float]:
+    """A whole number as the strict decoder accepts it: an int (not a bool) or an integral float."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
 
 
 class _Collector:
@@ -191,8 +195,8 @@ def validate_provisioner(obj: Any) -> ValidationResult:
     """Every violation in the Provisioner wire object ``obj`` (a dict), and deprecation warnings.
 
     Never raises for any JSON value. ``result.ok`` is True when the object may be admitted;
-    ``result.message`` is what the validating webhook answers. Errors come in field order:
-    metadata, decoding (types and unknown fields), then spec rules.
+    ``result.message`` is what the validating webhook answers. Errors come in the order their
+    fields appear in ``obj``; one field's errors in the order found (types first, then rules).
     """
     out = _Collector(obj)
     if not isinstance(obj, dict):

@@ -65,6 +65,8 @@ DENIED: list[tuple[str, Mutation, str]] = [
      "spec.ttlSecondsUntilExpired: invalid value -1: cannot be negative"),
     ("3 ttlSecondsAfterEmpty negative", spec(ttlSecondsAfterEmpty=-30),
      "spec.ttlSecondsAfterEmpty: invalid value -30: cannot be negative"),
+    ("3 ttlSecondsAfterEmpty negative as a float", spec(ttlSecondsAfterEmpty=-30.0),
+     "spec.ttlSecondsAfterEmpty: invalid value -30.0: cannot be negative"),
     ("3 ttlSecondsAfterEmpty not an integer", spec(ttlSecondsAfterEmpty="30s"),
      'spec.ttlSecondsAfterEmpty: invalid value "30s": must be an integer'),
     ("3 ttl fraction", spec(ttlSecondsUntilExpired=1.5),
@@ -352,3 +354,16 @@ def test_a_denial_spells_out_at_most_50_violations(post: Any) -> None:
     assert parts[0] == f'spec.labels: invalid value "k8s.io/label-00": {DOMAIN}'
     assert parts[49] == f'spec.labels: invalid value "k8s.io/label-49": {DOMAIN}'
     assert parts[50] == "and 10 more error(s)"
+
+
+def test_an_invalid_object_being_deleted_may_still_be_updated(post: Any) -> None:
+    old = valid()
+    new = valid()
+    new["spec"]["weight"] = 0
+    new["metadata"]["deletionTimestamp"] = "2026-11-30T10:00:00Z"
+    new["spec"]["labels"] = {f"k8s.io/label-{i:02d}": "x" for i in range(5)}
+    response = post("/validate", review(new, operation="UPDATE", old=old))["response"]
+    assert response["allowed"] is True
+    [warning] = response["warnings"]
+    assert warning.startswith("Provisioner default is invalid (allowed because it is being deleted): spec.weight")
+    assert len(warning) == 256 and warning.endswith("...")
