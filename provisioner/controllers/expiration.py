@@ -15,7 +15,8 @@ three restart-safe steps whose state lives on the Node, not in memory:
    Node is deleted at once. A replacement that vanished (failed to become ready) clears the
    record, so step 2 runs again.
 
-A Provisioner without ``ttlSecondsUntilExpired`` never expires its nodes.
+A Provisioner without ``ttlSecondsUntilExpired`` never expires its nodes; removing (or raising)
+the TTL before the node is deleted takes the taint and the record off again.
 """
 
 from __future__ import annotations
@@ -82,10 +83,11 @@ class ExpirationController:
         ttl = ttl_seconds(get_provisioner(self.ctx, node), "ttlSecondsUntilExpired")
         created = objects.created_at(node)
         if ttl is None or created is None:
-            return Result.done()
+            return self._cancel(node)
         now = self.ctx.clock.now()
         expires = created + ttl
         if now < expires:
+            self._cancel(node)
             return Result.after(expires - now)
         name = objects.name(node)
         if not objects.has_taint(node, DISRUPTED_TAINT_KEY):
@@ -115,6 +117,23 @@ class ExpirationController:
         if waiting:
             return Result.after(POLL_INTERVAL)
         return self._delete(node, f"replacement(s) {', '.join(recorded)} Ready")
+
+    def _cancel(self, node: Object) -> Result:
+        """The TTL was removed or raised before the node went: take our marks off it (one patch)."""
+        if not objects.has_taint(node, DISRUPTED_TAINT_KEY) and replacements(node) is None:
+            return Result.done()
+        name = objects.name(node)
+        patch: dict[str, Any] = {
+            "metadata": {"annotations": {REPLACEMENTS_ANNOTATION: None}},
+            "spec": {"taints": [t for t in objects.taints(node) if t.get("key") != DISRUPTED_TAINT_KEY]},
+        }
+        rv = objects.meta(node).get("resourceVersion")
+        if rv:
+            patch["metadata"]["resourceVersion"] = rv
+        self.ctx.kube.patch("Node", name, patch)
+        log.info("Expiry of node %s cancelled (ttlSecondsUntilExpired changed); removed taint %s", name,
+                 DISRUPTED_TAINT_KEY)
+        return Result.done()
 
     def _replace(self, node: Object) -> Result:
         name = objects.name(node)

@@ -166,3 +166,19 @@ def test_failed_replacement_keeps_the_node_and_retries(cluster: Cluster) -> None
     cluster.step(30)
     assert calls == [old, old]
     assert REPLACEMENTS_ANNOTATION in cluster.kube.get("Node", old)["metadata"]["annotations"]
+
+
+def test_removing_the_ttl_mid_replacement_cancels_the_expiry(cluster: Cluster) -> None:
+    cluster.provisioner(ttlSecondsUntilExpired=60)
+    old = cluster.node()["metadata"]["name"]
+    cluster.pod("web", old)
+    cluster.settle()
+    cluster.step(60)
+    assert DISRUPTED_TAINT_KEY in taint_keys(cluster, old)
+    cluster.kube.patch("Provisioner", "default", {"spec": {"ttlSecondsUntilExpired": None}})
+    cluster.settle()
+    assert DISRUPTED_TAINT_KEY not in taint_keys(cluster, old)
+    assert REPLACEMENTS_ANNOTATION not in cluster.kube.get("Node", old)["metadata"].get("annotations", {})
+    cluster.kubelet()
+    cluster.step(60)
+    assert cluster.exists("Node", old) and not cluster.kube.get("Node", old)["metadata"].get("deletionTimestamp")
