@@ -343,3 +343,23 @@ def test_grafana_dashboard_queries_only_groupless_metrics_that_exist(helm: Path)
     validate(config_map)
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(config_map["data"]["groupless.json"]) == dashboard
+
+
+def test_alert_rules_are_the_documented_ones_and_use_existing_metrics(helm: Path) -> None:
+    import re
+
+    from provisioner import metrics
+
+    rules = yaml.safe_load((CHART / "alerts" / "rules.yaml").read_text())
+    doc = (CHART.parents[2] / "docs" / "metrics.md").read_text()
+    block = re.search(r"### Suggested alerts\n.*?```yaml\n(.*?)```", doc, re.S)
+    assert block is not None and yaml.safe_load(block.group(1)) == rules
+    known = set(metrics.metric_names())
+    known |= {f"{n}_{suffix}" for n in metrics.metric_names() for suffix in ("bucket", "count", "sum")}
+    for rule in rules:
+        assert rule["alert"].startswith("Groupless") and rule["annotations"]["summary"]
+        assert set(re.findall(r"\bgroupless_\w+", rule["expr"])) <= known, rule["alert"]
+    objects = render(helm, *REQUIRED, "--set", "prometheusRule.enabled=true")
+    (rule_object,) = [o for o in objects if o["kind"] == "PrometheusRule"]
+    assert rule_object["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule_object["spec"]["groups"] == [{"name": "groupless", "rules": rules}]
