@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provisioner.api.labels import PROVISIONER_NAME
+from provisioner.api.quantity import parse_resource_list
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,14 @@ class Limits:
     """``spec.limits.resources``: resource name -> quantity string."""
 
     resources: tuple[tuple[str, str], ...] = ()
+
+    def parsed(self) -> dict[str, int]:
+        """The limits in core units: cpu in milli-CPU, memory and storage in bytes, counts as counts.
+
+        ``(("cpu", "1000"), ("memory", "1Ti"))`` -> ``{"cpu": 1000000, "memory": 1099511627776}``.
+        Raises QuantityError naming the resource (a decoded Provisioner's quantities always parse).
+        """
+        return parse_resource_list(dict(self.resources))
 
 
 @dataclass(frozen=True, slots=True)

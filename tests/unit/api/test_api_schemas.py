@@ -186,3 +186,9 @@ def test_load_of_dump_is_the_identity(provisioner: Provisioner) -> None:
     wire = dump_provisioner(provisioner)
     assert load_provisioner(wire) == provisioner
     assert dump_provisioner(load_provisioner(wire)) == wire
+
+
+def test_limits_parsed_in_core_units() -> None:
+    provisioner = load_provisioner(copy.deepcopy(FULL))
+    assert provisioner.spec.limits is not None
+    assert provisioner.spec.limits.parsed() == {"cpu": 1_000_000, "memory": 1000 * 2**30, "nvidia.com/gpu": 8}
