@@ -12,12 +12,13 @@ Usage from the other parts::
 
     from provisioner import metrics
     with metrics.time_call(metrics.CLOUDPROVIDER_DURATION, method="create"):
-        ...  # outcome label set to "success" or "error" automatically
+        ...  # outcome: "success", or the exception's class in snake_case ("insufficient_capacity")
     metrics.NODES_LAUNCHED.labels(provisioner="default", capacity_type="spot", zone="us-west-2a").inc()
 
-Durations are in seconds, sizes in pods, resources in the units of the core (cpu in cores as
-Prometheus expects, i.e. milli-CPU / 1000; memory and storage in bytes; counts as counts); use
-:func:`resource_value` to convert.
+Durations are in seconds and batch sizes in pods. Resource gauges use Prometheus base units:
+cpu in cores (the core's milli-CPU / 1000), memory and storage in bytes, counts as counts
+(:func:`resource_value` converts). The state gauges are refreshed from the controller's cache at
+each scrape (:func:`track_cluster_state`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from prometheus_client import Counter, Gauge, Histogram
 NAMESPACE = "groupless"
 
 #: Latency buckets in seconds, 1 ms .. 60 s: extender and webhook answers sit in the low
-#: milliseconds (the scheduler's extender timeout is 5 s), EC2 calls in 0.1-10 s, batches up
+#: milliseconds (the chart's extender httpTimeout is 2 s), EC2 calls in 0.1-10 s, batches up
 #: to the 10 s window and solves of very large batches beyond.
 DURATION_BUCKETS: tuple[float, ...] = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
