@@ -75,3 +75,55 @@ def test_controller_process_leads_serves_probes_and_terminates_nodes() -> None:
         runner.join(10)
     assert result == [0]
     assert lease_holder(kube.get("Lease", "groupless-controller", "default")) == ""
+
+
+def test_worker_threads_drain_nodes_concurrently_within_the_pdb() -> None:
+    kube = FakeKubeAPI()
+    cloud = FakeCloudProvider()
+    kube.create("Provisioner", {"metadata": {"name": "default"}, "spec": {}})
+    for n in range(6):
+        cloud.add_machine(Machine(provider_id=f"aws:///z/i-{n}", instance_id=f"i-{n}", name=f"n{n}",
+                                  instance_type="m5.large", zone="z", capacity_type="on-demand"))
+        kube.create("Node", {"metadata": {"name": f"n{n}", "labels": {PROVISIONER_NAME: "default"},
+                                          "finalizers": [TERMINATION_FINALIZER]},
+                             "spec": {"providerID": f"aws:///z/i-{n}"}})
+        kube.set_node_ready(f"n{n}")
+
+    def start(name: str, node: str) -> None:
+        kube.create("Pod", {"metadata": {"name": name, "namespace": "default", "labels": {"app": "web"},
+                                         "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "uid": "u"}]},
+                            "spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Pending"}})
+        kube.bind(name, "default", node)
+        kube.set_pod_running(name, "default")
+
+    for i in range(8):  # two pods on each of n0..n3
+        start(f"web-{i}", f"n{i // 2}")
+    kube.create("PodDisruptionBudget", {"metadata": {"name": "web", "namespace": "default"},
+                                        "spec": {"minAvailable": 7, "selector": {"matchLabels": {"app": "web"}}}})
+    serial = iter(range(100))
+    kube.on_pod_deleted(lambda pod: start(f"web-r{next(serial)}", f"n{4 + next(serial) % 2}")
+                        if pod["metadata"].get("labels", {}).get("app") == "web" else None)
+    lowest = [8]
+
+    def track(kind: str, event: object) -> None:
+        if kind == "Pod":
+            from provisioner.kube.fake import pod_is_healthy
+
+            lowest[0] = min(lowest[0], sum(1 for p in kube.list("Pod", "default")[0] if pod_is_healthy(p)))
+
+    settings = from_mapping({"cloud_provider": "fake", "listen_address": "127.0.0.1:0", "leader_elect": "false"})
+    process = ControllerProcess(settings, kube, cloud)
+    runner = threading.Thread(target=process.run, daemon=True)
+    runner.start()
+    try:
+        assert wait_for(process.state.synced)
+        kube.subscribe(track)
+        for n in range(4):
+            kube.delete("Node", f"n{n}")
+        assert wait_for(lambda: sorted(n["metadata"]["name"] for n in kube.list("Node")[0]) == ["n4", "n5"], 30)
+    finally:
+        process.stop.set()
+        kube.close()
+        runner.join(10)
+    assert lowest[0] >= 7
+    assert sorted(cloud.delete_calls) == [f"aws:///z/i-{n}" for n in range(4)]
