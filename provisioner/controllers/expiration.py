@@ -150,6 +150,8 @@ class ExpirationController:
             return self._delete(node, f"its {len(pods)} pod(s) fit on existing capacity")
         message = f"Launched replacement node(s) {', '.join(launched)} for {len(pods)} pod(s)"
         self.ctx.events.normal(node, "Replacing", message)
+        for pod in pods:  # the owners of the pods see why their pods are about to move
+            self.ctx.events.normal(pod, "Replacing", f"Node {name} expired; replacement capacity: {', '.join(launched)}")
         log.info("Replacing expired node %s: %s", name, message)
         self._record(name, json.dumps(sorted(launched)))
         return Result.after(POLL_INTERVAL)

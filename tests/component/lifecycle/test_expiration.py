@@ -56,6 +56,7 @@ def test_expiry_with_pdb_min_available_2_never_drops_below_2(cluster: Cluster, c
         assert len(recorded) == 1 and recorded[0] != old
         target.append(recorded[0])
         assert {"Expired", "Replacing"} <= set(cluster.reasons(old))
+        assert "Replacing" in cluster.reasons("inflate-0")
         cluster.step(30)  # replacement not Ready yet: the old node stays, no eviction
         assert cluster.exists("Node", old)
         assert not cluster.kube.get("Node", old)["metadata"].get("deletionTimestamp")
