@@ -193,3 +193,27 @@ def object_logger(
     base = logger.logger if isinstance(logger, logging.LoggerAdapter) else logger
     inherited = dict(logger.extra or {}) if isinstance(logger, logging.LoggerAdapter) else {}
     return ObjectLoggerAdapter(base, object_fields(obj), {**inherited, **fields})
+
+
+def gunicorn_logger_class() -> type:
+    """A ``gunicorn`` ``logger_class`` whose error and access logs go through our handler and format.
+
+    gunicorn installs its own stderr handlers and format on ``gunicorn.error`` and
+    ``gunicorn.access`` (with ``propagate = False``), so its lines ("Starting gunicorn",
+    "Booting worker", worker timeouts) would stay plain text under ``--log-format json``. This
+    class keeps gunicorn's levels but lets its records propagate to the root logger that
+    :func:`configure_logging` set up. Use it as ``{"logger_class": gunicorn_logger_class()}``
+    in the gunicorn options. Imported lazily: only the servers depend on gunicorn.
+    """
+    from gunicorn import glogging
+
+    class GrouplessGunicornLogger(glogging.Logger):  # type: ignore[misc]
+        def setup(self, cfg: Any) -> None:
+            super().setup(cfg)
+            for log in (self.error_log, self.access_log):
+                for handler in list(log.handlers):
+                    if getattr(handler, "_gunicorn", False):
+                        log.removeHandler(handler)
+                log.propagate = True
+
+    return GrouplessGunicornLogger

@@ -92,3 +92,26 @@ def test_object_fields_tolerate_odd_objects_and_adapters_stack() -> None:
     record = json.loads(stream.getvalue())
     assert (record["kind"], record["namespace"], record["name"]) == ("Pod", "ns", "p")
     assert record["provisioner"] == "default" and record["zone"] == "ap-south-1a"
+
+
+def test_gunicorn_lines_use_our_format() -> None:
+    from gunicorn.config import Config
+
+    from provisioner.logging import gunicorn_logger_class
+
+    stream = io.StringIO()
+    configure_logging("info", "json", stream=stream)
+    config = Config()
+    config.set("errorlog", "-")
+    config.set("accesslog", "-")
+    logger = gunicorn_logger_class()(config)
+    try:
+        logger.info("Booting worker with pid: %s", 1322)
+        logger.debug("not shown at info")
+        (line,) = stream.getvalue().splitlines()
+        record = json.loads(line)
+        assert record["logger"] == "gunicorn.error" and record["message"] == "Booting worker with pid: 1322"
+        assert logging.getLogger("gunicorn.error").handlers == []
+    finally:
+        for name in ("gunicorn.error", "gunicorn.access"):
+            logging.getLogger(name).propagate = False
