@@ -8,6 +8,7 @@ serves these three tiny endpoints; the metrics body comes from :func:`provisione
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
@@ -22,6 +23,10 @@ Check = Callable[[], tuple[bool, str]]
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+
+
+class _ThreadingServer6(_ThreadingServer):
+    address_family = socket.AF_INET6
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -58,8 +63,10 @@ def health_app(healthy: Check, ready: Check) -> Callable[..., Iterable[bytes]]:
 def serve_health(listen: str, healthy: Check, ready: Check) -> tuple[WSGIServer, threading.Thread]:
     """Serve :func:`health_app` on ``listen`` (``HOST:PORT``) in a daemon thread; ServingError if malformed."""
     host, _, port = parse_listen(listen).rpartition(":")
-    server = make_server(host.strip("[]"), int(port), health_app(healthy, ready),
-                         server_class=_ThreadingServer, handler_class=_QuietHandler)
+    host = host.strip("[]")
+    server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
+    server = make_server(host, int(port), health_app(healthy, ready),
+                         server_class=server_class, handler_class=_QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name="health", daemon=True)
     thread.start()
     return server, thread
