@@ -29,7 +29,8 @@ def test_serves_on_ipv4_and_ipv6_loopback() -> None:
     addresses = ["127.0.0.1:0"]
     if socket.has_ipv6:
         try:
-            socket.socket(socket.AF_INET6).bind(("::1", 0))
+            with socket.socket(socket.AF_INET6) as probe:
+                probe.bind(("::1", 0))
             addresses.append("[::1]:0")
         except OSError:
             pass
