@@ -49,6 +49,7 @@ class ControllerSettings:
     retry_period: float = 2.0
     listen_address: str = "0.0.0.0:8080"
     resync_period: float = 60.0
+    extender_address: str = ""
 
 
 class SettingsError(ValueError):
@@ -137,6 +138,9 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("retry_period", _parse_duration, "seconds between acquire/renew attempts"),
     _Option("listen_address", str, "host:port serving /healthz, /readyz and /metrics"),
     _Option("resync_period", _parse_duration, "seconds between full re-reconciles of every object"),
+    _Option("extender_address", str,
+            "host:port to also serve the scheduler extender (/filter, /prioritize) on, plain HTTP, "
+            "from this process's cache; empty: not served (use groupless extender)"),
 )
 
 

@@ -1,10 +1,11 @@
 """``groupless controller``: every controller in one leader-elected process.
 
-What runs, once this replica holds the Lease: the cluster state cache (an informer per kind),
-the provisioning controller (batcher, solver, launches), the lifecycle controllers
-(initialization, expiration, emptiness, termination, garbage collection, Provisioner
-deletion, counter) behind one work queue, and a periodic resync. What runs always:
-``/healthz``, ``/readyz`` and ``/metrics`` on ``--listen-address``. A replica that loses the
+What runs once this replica holds the Lease: the provisioning controller (batcher, solver,
+launches), the lifecycle controllers (initialization, expiration, emptiness, termination,
+garbage collection, Provisioner deletion, counter) behind one work queue, and a periodic
+resync. What runs on every replica: the cluster state cache (an informer per kind, so a standby
+takes over with a warm cache), ``/healthz``, ``/readyz`` and ``/metrics`` on
+``--listen-address``, and, with ``--extender-address``, the scheduler extender over that cache. A replica that loses the
 Lease exits (as Karpenter's does) so that it restarts clean as a candidate.
 
 Settings: :mod:`provisioner.settings` (each a flag and a ``GROUPLESS_*`` variable).
@@ -27,7 +28,7 @@ from typing import Any
 from provisioner.clock import Clock, RealClock
 from provisioner.cloudprovider.types import CloudProvider
 from provisioner.controllers.expiration import Replacer
-from provisioner.controllers.health import serve_health
+from provisioner.controllers.health import serve_health, serve_wsgi
 from provisioner.controllers.leaderelection import LeaderElector
 from provisioner.controllers.manager import Manager, PodsByNode, resync_loop
 from provisioner.controllers.objects import Context, EventSink
@@ -178,6 +179,7 @@ class ControllerProcess:
         self.leading = threading.Event()
         self.threads: list[threading.Thread] = []
         self.health_server: Any = None
+        self.extender_server: Any = None
 
     def healthy(self) -> tuple[bool, str]:
         if self.lost_lease:
@@ -190,12 +192,26 @@ class ControllerProcess:
             return True, "standby (not the leader)"
         return (True, "ok") if self.state.synced() else (False, "cluster state not synced")
 
-    def start_leading(self) -> None:
-        """Start the informers, wait for them to sync, then the workers, resync and provisioning."""
-        self.leading.set()
+    def start_cache(self) -> None:
+        """Start the informers on every replica: a standby keeps a warm cache (fast failover, extender)."""
         self.state.subscribe(self.pods.on_change)
-        self.state.subscribe(self.manager.on_change)
+        self.state.subscribe(self.manager.on_change)  # only enqueues; workers run on the leader
         self.state.start()
+
+    def serve_extender(self) -> None:
+        """Serve the scheduler extender from this process's cache when ``--extender-address`` is set."""
+        if not self.settings.extender_address:
+            return
+        from extender.app import create_app_for_cluster
+
+        trigger = self.provisioning.trigger if self.provisioning is not None else None
+        app = create_app_for_cluster(self.state, trigger, clock=self.clock)
+        self.extender_server, _ = serve_wsgi(self.settings.extender_address, app, "extender")
+        log.info("Serving the scheduler extender on http://%s", self.settings.extender_address)
+
+    def start_leading(self) -> None:
+        """Wait for the cache to sync, then start the workers, the resync and provisioning."""
+        self.leading.set()
         while not self.state.wait_synced(1.0):
             if self.stop.is_set():
                 return
@@ -220,12 +236,13 @@ class ControllerProcess:
         if not self.stop.is_set():
             self.lost_lease = True
             self.stop.set()
-        self.state.stop()
 
     def run(self) -> int:
         """Block until stopped; 0 on a clean stop, 1 when the lease was lost."""
         self.health_server, _ = serve_health(self.settings.listen_address, self.healthy, self.ready)
         log.info("Serving /healthz, /readyz and /metrics on %s", self.settings.listen_address)
+        self.start_cache()
+        self.serve_extender()
         if self.settings.leader_elect:
             elector = LeaderElector(
                 self.kube, self.clock, name=self.settings.lease_name, namespace=self.settings.lease_namespace,
@@ -236,12 +253,15 @@ class ControllerProcess:
                      self.identity)
             # start in a thread: syncing a large cluster must not hold up the lease renewals
             elector.run(self.stop, self._start_leading_async, self.stop_leading)
+            self.stop.set()  # a replica that never led and was told to stop
         else:
             self.start_leading()
             self.stop.wait()
-            self.state.stop()
-        self.health_server.shutdown()
-        self.health_server.server_close()
+        self.state.stop()
+        for server in (self.health_server, self.extender_server):
+            if server is not None:
+                server.shutdown()
+                server.server_close()
         return 1 if self.lost_lease else 0
 
 

@@ -1,5 +1,7 @@
 """``/healthz``, ``/readyz`` and ``/metrics`` of the controller process, on one plain-HTTP port.
 
+(:func:`serve_wsgi` also serves the optional in-process scheduler extender.)
+
 Why not gunicorn (:mod:`provisioner.serving`) here: gunicorn serves from a forked worker
 process, which could not see the controller threads' state that ``/healthz`` reports. A
 threaded WSGI server from the standard library in a daemon thread of the controller process
@@ -60,13 +62,21 @@ def health_app(healthy: Check, ready: Check) -> Callable[..., Iterable[bytes]]:
     return app
 
 
-def serve_health(listen: str, healthy: Check, ready: Check) -> tuple[WSGIServer, threading.Thread]:
-    """Serve :func:`health_app` on ``listen`` (``HOST:PORT``) in a daemon thread; ServingError if malformed."""
+def serve_wsgi(listen: str, app: Callable[..., Iterable[bytes]], name: str) -> tuple[WSGIServer, threading.Thread]:
+    """Serve a WSGI ``app`` on ``listen`` (``HOST:PORT``, ``[::]:PORT`` for IPv6) from a daemon thread.
+
+    Raises ServingError (from :func:`provisioner.serving.parse_listen`) when malformed, OSError
+    when the address cannot be bound.
+    """
     host, _, port = parse_listen(listen).rpartition(":")
     host = host.strip("[]")
     server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
-    server = make_server(host, int(port), health_app(healthy, ready),
-                         server_class=server_class, handler_class=_QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, name="health", daemon=True)
+    server = make_server(host, int(port), app, server_class=server_class, handler_class=_QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
     thread.start()
     return server, thread
+
+
+def serve_health(listen: str, healthy: Check, ready: Check) -> tuple[WSGIServer, threading.Thread]:
+    """Serve :func:`health_app` on ``listen`` (``HOST:PORT``) in a daemon thread; ServingError if malformed."""
+    return serve_wsgi(listen, health_app(healthy, ready), "health")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.request
@@ -36,18 +37,29 @@ def test_controller_process_leads_serves_probes_and_terminates_nodes() -> None:
                          "spec": {"providerID": "aws:///z/i-1"}, "status": {"capacity": {"cpu": "2"}}})
     settings = from_mapping({"cloud_provider": "fake", "listen_address": "127.0.0.1:0", "lease_namespace": "default",
                              "lease_duration": "3", "renew_deadline": "2", "retry_period": "0.2",
-                             "resync_period": "1", "batch_idle_duration": "0.05", "batch_max_duration": "0.2"})
+                             "resync_period": "1", "batch_idle_duration": "0.05", "batch_max_duration": "0.2",
+                             "extender_address": "127.0.0.1:0"})
     process = ControllerProcess(settings, kube, cloud, identity="replica-1")
     result: list[int] = []
     runner = threading.Thread(target=lambda: result.append(process.run()), daemon=True)
     runner.start()
     try:
-        assert wait_for(lambda: process.state.synced() and process.health_server is not None)
+        assert wait_for(lambda: process.leading.is_set() and process.state.synced() and process.health_server is not None)
         port = process.health_server.server_address[1]
         assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz").read() == b"ok\n"
         assert urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").status == 200
         assert b"groupless_evictions_total" in urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read()
         assert lease_holder(kube.get("Lease", "groupless-controller", "default")) == "replica-1"
+        # the scheduler extender, served from the same cache
+        extender = process.extender_server.server_address[1]
+        assert wait_for(lambda: urllib.request.urlopen(f"http://127.0.0.1:{extender}/healthz").status == 200)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{extender}/filter", method="POST", headers={"Content-Type": "application/json"},
+            data=json.dumps({"Pod": {"metadata": {"name": "p", "namespace": "default", "uid": "u1"},
+                                     "spec": {"containers": [{"name": "c"}]}},
+                             "NodeNames": ["n1"]}).encode())
+        answer = json.loads(urllib.request.urlopen(request).read())
+        assert answer.get("Error", "") == "" and "NodeNames" in answer
         assert wait_for(lambda: kube.get("Provisioner", "default").get("status", {}).get("resources") == {"cpu": "2"})
         kube.delete("Node", "n1")
 
