@@ -24,6 +24,16 @@ def inflate_healthy(cluster: Cluster) -> list[str]:
                   if p["metadata"].get("labels", {}).get("app") == "inflate" and pod_is_healthy(p))
 
 
+def expire_node_with_a_pod(cluster: Cluster) -> str:
+    """A node of a Provisioner with a 60 s TTL, one pod on it, the clock moved to its expiry."""
+    cluster.provisioner(ttlSecondsUntilExpired=60)
+    old = cluster.node()["metadata"]["name"]
+    cluster.pod("web", old)
+    cluster.settle()
+    cluster.step(60)
+    return old
+
+
 def test_expiry_with_pdb_min_available_2_never_drops_below_2(cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
     cluster.provisioner(ttlSecondsUntilExpired=1800)
     old = cluster.node()["metadata"]["name"]
@@ -110,11 +120,7 @@ def test_unset_ttl_never_expires(cluster: Cluster) -> None:
 
 
 def test_restart_mid_replacement_does_not_launch_twice(cluster: Cluster) -> None:
-    cluster.provisioner(ttlSecondsUntilExpired=60)
-    old = cluster.node()["metadata"]["name"]
-    cluster.pod("web", old)
-    cluster.settle()
-    cluster.step(60)
+    old = expire_node_with_a_pod(cluster)
     assert len(cluster.replacer.calls) == 1
     # a new process: fresh memory, the same cluster
     cluster.manager = Manager(cluster.ctx, ControllerSettings(), replacer=cluster.replacer)
@@ -130,11 +136,7 @@ def test_restart_mid_replacement_does_not_launch_twice(cluster: Cluster) -> None
 
 
 def test_vanished_replacement_is_replaced_again(cluster: Cluster) -> None:
-    cluster.provisioner(ttlSecondsUntilExpired=60)
-    old = cluster.node()["metadata"]["name"]
-    cluster.pod("web", old)
-    cluster.settle()
-    cluster.step(60)
+    old = expire_node_with_a_pod(cluster)
     first = json.loads(cluster.kube.get("Node", old)["metadata"]["annotations"][REPLACEMENTS_ANNOTATION])[0]
     cluster.kube.delete("Node", first)
     cluster.step(5)
@@ -170,11 +172,7 @@ def test_failed_replacement_keeps_the_node_and_retries(cluster: Cluster) -> None
 
 
 def test_removing_the_ttl_mid_replacement_cancels_the_expiry(cluster: Cluster) -> None:
-    cluster.provisioner(ttlSecondsUntilExpired=60)
-    old = cluster.node()["metadata"]["name"]
-    cluster.pod("web", old)
-    cluster.settle()
-    cluster.step(60)
+    old = expire_node_with_a_pod(cluster)
     assert DISRUPTED_TAINT_KEY in taint_keys(cluster, old)
     cluster.kube.patch("Provisioner", "default", {"spec": {"ttlSecondsUntilExpired": None}})
     cluster.settle()
