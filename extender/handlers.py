@@ -177,6 +177,14 @@ def reservation_blocks(state: ExtenderState, name: str, pod: PodFacts, now: floa
     return False
 
 
+def _summary(failed: Mapping[str, str], unresolvable: Mapping[str, str]) -> str:
+    """``2 node is reserved for nominated pods, 1 node is being disrupted``: reasons counted, as kube-scheduler does."""
+    counts: dict[str, int] = {}
+    for reason in (*failed.values(), *unresolvable.values()):
+        counts[reason] = counts.get(reason, 0) + 1
+    return ", ".join(f"{count} {reason}" for reason, count in sorted(counts.items()))
+
+
 def filter(  # noqa: A001 - the extender verb's name
     args: Mapping[str, Any],
     state: ExtenderState,
@@ -215,14 +223,22 @@ def filter(  # noqa: A001 - the extender verb's name
         pairs = zip(compress(names, verdicts), builtins.filter(None, verdicts), strict=True)
         for name, (reason, hopeless) in sorted(pairs):
             (unresolvable if hopeless else failed)[name] = reason
-    if rejected and not survivors and trigger is not None and not pod.daemonset:
-        try:
-            trigger(pod.uid)
-        except Exception:  # the signal is a fast path; the controller's watch is the real one
-            log.exception("Provisioning trigger failed for pod %s", pod.key)
-        else:
+    if rejected and not survivors:
+        signalled = False
+        if trigger is not None and not pod.daemonset:
+            try:
+                trigger(pod.uid)
+                signalled = True
+            except Exception:  # the signal is a fast path; the controller's watch is the real one
+                log.exception("Provisioning trigger failed for pod %s", pod.key)
+        log.info("No node left for pod %s after Groupless' rules (%s)%s", pod.key, _summary(failed, unresolvable),
+                 "; signalled the provisioner" if signalled else "")
+        if signalled:
             failed = {k: v + PROVISIONING_SUFFIX for k, v in failed.items()}
             unresolvable = {k: v + PROVISIONING_SUFFIX for k, v in unresolvable.items()}
+    elif rejected and log.isEnabledFor(logging.DEBUG):
+        log.debug("Filtered pod %s: %d of %d node(s) rejected (%s)", pod.key, rejected, len(names),
+                  _summary(failed, unresolvable))
     result: dict[str, Any] = {
         "Nodes": None,
         "NodeNames": None,

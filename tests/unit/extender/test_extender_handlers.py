@@ -267,3 +267,12 @@ def test_both_fields_sent_are_both_answered() -> None:
     result = handlers.filter(request, state(), now())
     assert result["NodeNames"] == [N1]
     assert [i["metadata"]["name"] for i in result["Nodes"]["items"]] == [N1]
+
+
+def test_no_node_left_is_logged_with_counted_reasons(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="groupless.extender"):
+        handlers.filter(body("filter-none-left"), state(), now(), lambda uid: None)
+    assert caplog.messages == [
+        "No node left for pod default/inflate-6cd4d7d8f9-zz9yx after Groupless' rules "
+        "(1 node is being disrupted, 1 node is reserved for nominated pods); signalled the provisioner"
+    ]
