@@ -24,6 +24,7 @@ def internal_errors() -> float:
 
 def test_random_bodies_to_mutate_and_validate(client: FlaskClient) -> None:
     errors_before = internal_errors()
+    sent: list[int] = []
 
     @FUZZ
     @given(body=BODIES)
@@ -31,6 +32,8 @@ def test_random_bodies_to_mutate_and_validate(client: FlaskClient) -> None:
         for path in ("/mutate", "/validate"):
             reply = client.post(path, data=body, content_type="application/json")
             check_answer(reply.status_code, reply.get_data(), body)
+        sent.append(len(body))
 
     each()
+    assert len(sent) >= 2000  # bodies, each to both endpoints
     assert internal_errors() == errors_before
