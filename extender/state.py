@@ -151,7 +151,7 @@ class ExtenderState:
     ``ended_pod_uids``: UIDs of nominated pods that are bound (anywhere) or deleted; their
     reservations no longer hold. Indexes (computed once): :attr:`managed`, :attr:`marked`
     (mark -> names), :attr:`by_provisioner` (unmarked managed names per Provisioner),
-    :attr:`nominated` (names whose annotation lists pods), :attr:`nominated_node` (pod UID ->
+    :attr:`nominated` (names with pods still nominated, deadline aside), :attr:`nominated_node` (pod UID ->
     node name), :attr:`reservations` (node name -> :class:`Reservation`, for the unended ones).
     """
 
@@ -195,8 +195,8 @@ class ExtenderState:
         reservations: dict[str, Reservation] = {}
         for name in nominated:
             info = self.nodes[name]
-            active = nom.Nominations(info.nominations.deadline, {
-                uid: entry for uid, entry in info.nominations.pods.items() if uid not in self.ended_pod_uids})
+            # the deadline is checked per request (it depends on the time); binding and deletion here
+            active = nom.active(info.nominations, float("-inf"), self.ended_pod_uids)
             if active.pods:
                 reservations[name] = Reservation(
                     info.nominations.deadline, frozenset(active.pods), nom.reserved(active),
