@@ -173,3 +173,16 @@ def test_event_source_in_the_docs_is_the_controllers_component() -> None:
     for page in ("troubleshooting.md", "installation.md"):
         sources = set(re.findall(r"source=([\w-]+)", read(page)))
         assert sources == {component}, page
+
+
+def test_every_provisioner_example_in_the_docs_is_admitted() -> None:
+    examples = []
+    for page in DOCS.glob("*.md"):
+        for block in re.findall(r"```yaml\n(.*?)```", page.read_text(), re.S):
+            for doc in yaml.safe_load_all(block):
+                if isinstance(doc, dict) and doc.get("kind") == "Provisioner":
+                    examples.append((page.name, doc))
+    assert examples
+    for page, example in examples:
+        result = validation.validate_provisioner(defaults.default_provisioner(example))
+        assert result.ok, f"{page}: {result.message}"
