@@ -28,6 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from provisioner.api.labels import (
+    ARCH,
+    CAPACITY_TYPE,
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_SPOT,
     LABEL_ALIASES,
     PROVISIONER_NAME,
     RESTRICTED_LABELS,
@@ -68,6 +72,11 @@ __all__ = [
 ]
 
 AMI_FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Ubuntu")
+#: Values the AWS provider offers for well-known keys; other ``In`` values draw a warning.
+KNOWN_VALUES: dict[str, tuple[str, ...]] = {
+    CAPACITY_TYPE: (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT),
+    ARCH: ("amd64", "arm64"),
+}
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 HTTP_ENDPOINT_VALUES = ("enabled", "disabled")
 HTTP_PROTOCOL_IPV6_VALUES = ("enabled", "disabled")
@@ -385,6 +394,13 @@ def _validate_requirements(requirements: list[Any], labels: dict[str, Any], out:
         if key_ok and values_ok and isinstance(key, str):
             canonical = normalize_label_key(key)
             operators_by_key.setdefault(canonical, set()).add(operator)
+            known = KNOWN_VALUES.get(canonical)
+            if known is not None and operator == IN:
+                for j, value in enumerate(values):
+                    if value not in known:
+                        out.warnings.append(
+                            f"{format_path([*path, 'values', j])}: {canonical} {value} is not offered "
+                            f"(known: {', '.join(known)}); no node will have it")
             try:
                 parsed.append((i, Requirement.of(key, operator, values)))
             except RequirementError:  # pragma: no cover - the checks above are stricter

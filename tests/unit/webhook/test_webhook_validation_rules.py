@@ -319,7 +319,10 @@ def test_alias_and_canonical_key_are_one_key_for_feasibility(post: Any) -> None:
         "have no value in common"
     )
     assert answer["response"]["warnings"] == [
-        "spec.requirements[2].key: label beta.kubernetes.io/arch is deprecated, use kubernetes.io/arch"]
+        "spec.requirements[2].key: label beta.kubernetes.io/arch is deprecated, use kubernetes.io/arch",
+        "spec.requirements[2].values[0]: kubernetes.io/arch s390x is not offered (known: amd64, arm64); "
+        "no node will have it",
+    ]
 
 
 def test_update_with_an_invalid_spec_is_denied(post: Any) -> None:
@@ -367,3 +370,19 @@ def test_an_invalid_object_being_deleted_may_still_be_updated(post: Any) -> None
     [warning] = response["warnings"]
     assert warning.startswith("Provisioner default is invalid (allowed because it is being deleted): spec.weight")
     assert len(warning) == 256 and warning.endswith("...")
+
+
+def test_unknown_values_of_capacity_type_and_arch_are_allowed_with_a_warning(post: Any) -> None:
+    obj = valid()
+    obj["spec"]["requirements"][0]["values"] = ["spot", "spot-instance"]
+    obj["spec"]["requirements"][1]["values"] = ["x86_64"]
+    assert post("/validate", review(obj))["response"] == {
+        "uid": UID,
+        "allowed": True,
+        "warnings": [
+            "spec.requirements[0].values[1]: karpenter.sh/capacity-type spot-instance is not offered "
+            "(known: on-demand, spot); no node will have it",
+            "spec.requirements[1].values[0]: kubernetes.io/arch x86_64 is not offered (known: amd64, arm64); "
+            "no node will have it",
+        ],
+    }
