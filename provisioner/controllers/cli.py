@@ -197,6 +197,10 @@ class ControllerProcess:
         self.state.subscribe(self.pods.on_change)
         self.state.subscribe(self.manager.on_change)  # only enqueues; workers run on the leader
         self.state.start()
+        # Provisioner usage/limit and per-node allocatable/requested gauges, refreshed per scrape.
+        from provisioner import metrics
+
+        self._untrack_metrics = metrics.track_cluster_state(self.state)
 
     def serve_extender(self) -> None:
         """Serve the scheduler extender from this process's cache when ``--extender-address`` is set."""
