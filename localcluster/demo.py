@@ -90,6 +90,7 @@ def run_demo(name: str = "demo", keep: bool = False, expiry_seconds: int | None 
 def replay(cluster: LocalCluster, say: Narrator, expiry_seconds: int | None) -> bool:
     """The five steps of the walkthrough. Raises TimeoutError when a step stalls."""
     watch = Observer(cluster)
+    watch.controller_log.skip()  # a reused cluster: narrate only what this replay causes
     kubectl = cluster.kubectl
 
     def show(*args: str) -> None:

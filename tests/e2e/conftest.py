@@ -6,6 +6,7 @@ not start and the tail of its log): CI must never pass by skipping the real thin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -26,6 +27,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 _failure: str | None = None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the control plane's binaries before any test runs, outside per-test timeouts.
+
+    A cold build takes 5-40 minutes (Go module downloads, then compiling Kubernetes); inside a
+    fixture it would count against the first test's timeout. Progress goes to the terminal.
+    """
+    global _failure
+    here = Path(__file__).parent
+    if session.config.option.collectonly or not any(
+        here in Path(str(item.fspath)).parents for item in session.items
+    ):
+        return
+    from localcluster import build
+
+    capture = session.config.pluginmanager.getplugin("capturemanager")
+    started = time.monotonic()
+    try:
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            if not build.binaries().complete:
+                print(f"\n[e2e] building the local control plane into {build.binaries().directory}",
+                      file=sys.stderr, flush=True)
+            build.build()
+    except BuildError as error:
+        _failure = f"the local control plane's binaries could not be built: {error}"
+        return
+    if time.monotonic() - started > 5:
+        print(f"[e2e] control plane built in {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
 
 
 @pytest.fixture(scope="session")

@@ -51,3 +51,21 @@ def test_kwok_node_runs_scheduled_pods(cluster: LocalCluster) -> None:
     finally:
         cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         cluster.kubectl("delete", "node", node, "--wait=false", check=False)
+
+
+def test_dev_cluster_env_and_status_describe_the_running_cluster(cluster: LocalCluster) -> None:
+    import subprocess
+    import sys
+
+    env = subprocess.run([sys.executable, "-m", "provisioner.cli", "dev-cluster", "env", "--name", cluster.name],
+                         capture_output=True, text=True, check=True).stdout
+    assert f"export KUBECONFIG={cluster.kubeconfig}" in env.splitlines()
+    status = subprocess.run([sys.executable, "-m", "provisioner.cli", "dev-cluster", "status", "--name", cluster.name],
+                            capture_output=True, text=True)
+    assert status.returncode == 0, status.stdout
+    for component in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"):
+        assert any(line.split()[:1] == [component] and "running" in line for line in status.stdout.splitlines()), \
+            status.stdout
+    # the kubeconfig it prints works with the built kubectl
+    version = cluster.kubectl("version", "-o", "json")
+    assert '"gitVersion": "v1.36.3"' in version.stdout

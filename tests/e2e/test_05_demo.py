@@ -1,0 +1,24 @@
+"""``groupless demo``'s replay, on the session's cluster: the narration a new user reads."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+
+from localcluster.cluster import LocalCluster
+from localcluster.demo import Narrator, replay
+
+
+def test_demo_replays_the_walkthrough_and_narrates_it(cluster: LocalCluster) -> None:
+    out = io.StringIO()
+    assert replay(cluster, Narrator(out), expiry_seconds=None) is True
+    text = out.getvalue()
+    print(f"\n[e2e] demo narration: {len(text.splitlines())} lines", file=sys.stderr)
+    for step in range(1, 6):
+        assert f"\n=== {step}. " in text
+    assert "denied the request: spec.ttlSecondsAfterEmpty" in text
+    assert re.search(r"ip-[\w.-]+\s+Ready\s+<none>\s+\S+\s+\S+\s+r6gd\.xlarge\s+arm64\s+on-demand", text), text
+    assert "Computed packing of 1 node(s) for 3 pod(s) with instance type option(s) [r6gd.xlarge]" in text
+    assert "Did not evict pod" in text
+    assert "walkthrough complete" in text
