@@ -1,0 +1,105 @@
+"""Exact answers for request bodies recorded from a real kube-scheduler (tests/fixtures/extender/recorded)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from extender import handlers
+from extender.state import ExtenderState, build_state
+from provisioner.api.schemas import load_provisioner
+from provisioner.clock import parse_rfc3339
+
+RECORDED = Path(__file__).parents[2] / "fixtures" / "extender" / "recorded"
+N4, N5, N6 = (f"ip-10-0-0-{i}.ec2.internal" for i in (4, 5, 6))
+LAUNCHED_AT = parse_rfc3339("2026-11-30T10:28:43Z")  # -5 and -6 launched, nominations written
+
+
+def recorded(name: str) -> dict[str, Any]:
+    return json.loads((RECORDED / f"{name}.json").read_text())
+
+
+def cluster_at(bound: dict[str, str], pending: list[str], nominations: dict[str, str]) -> ExtenderState:
+    """The recorded cluster with these pods bound (pod name -> node) or pending, and these annotations."""
+    data = recorded("cluster")
+    pods = {p["metadata"]["name"]: p for p in [*data["pods"], *data["deleted_pods"]]}
+    objects = []
+    for name in [*bound, *pending]:
+        pod = copy.deepcopy(pods[name])
+        pod["spec"].pop("nodeName", None)
+        if name in bound:
+            pod["spec"]["nodeName"] = bound[name]
+        objects.append(pod)
+    nodes = copy.deepcopy(data["nodes"])
+    for node in nodes:
+        annotation = nominations.get(node["metadata"]["name"])
+        if annotation is not None:
+            node["metadata"].setdefault("annotations", {})["groupless.dev/nominations"] = annotation
+    return build_state(nodes, objects, [load_provisioner(p) for p in data["provisioners"]])
+
+
+FIRST_THREE = {"inflate-6778cd65b8-nz65d": N4, "inflate-6778cd65b8-mkkdc": N4, "inflate-6778cd65b8-5qs6h": N4}
+BURST = ["inflate-6778cd65b8-x9c6c", "inflate-6778cd65b8-phckl", "inflate-6778cd65b8-q6krh",
+         "inflate-6778cd65b8-vk5pj"]
+
+
+def test_shape_is_what_the_scheduler_sends() -> None:
+    body = recorded("filter-x9c6c")
+    assert set(body) == {"Pod", "Nodes", "NodeNames"}
+    assert body["Nodes"] is None and body["NodeNames"] == [N6]
+    assert body["Pod"]["metadata"]["uid"] == "55435fb7-286d-4579-987a-7b60557b9d12"
+
+
+def test_pod_nominated_elsewhere_may_use_free_capacity() -> None:
+    # x9c6c was nominated to -5 (not Ready yet); -6 holds 1 cpu for q6krh and has 2.82 cpu left over
+    state = cluster_at(FIRST_THREE, BURST, recorded("cluster")["nominations"])
+    assert handlers.filter(recorded("filter-x9c6c"), state, LAUNCHED_AT) == {
+        "Nodes": None, "NodeNames": [N6], "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": "",
+    }
+
+
+def test_same_request_against_a_node_held_for_three_others() -> None:
+    # had the controller put the three -5 nominations on -6, 3.82 - 3 cpu would be left: x9c6c may not take it
+    nominations = recorded("cluster")["nominations"]
+    held = json.loads(nominations[N5])
+    del held["pods"]["55435fb7-286d-4579-987a-7b60557b9d12"]  # x9c6c itself
+    held["pods"]["e5205e93-742f-4929-acfc-ffc0b617ed2c"] = {"pod": "default/inflate-6778cd65b8-q6krh",
+                                                           "requests": {"cpu": 1000, "pods": 1}}
+    state = cluster_at(FIRST_THREE, BURST, {N6: json.dumps(held)})
+    signals: list[str] = []
+    answer = handlers.filter(recorded("filter-x9c6c"), state, LAUNCHED_AT, signals.append)
+    assert answer["NodeNames"] == []
+    assert answer["FailedNodes"] == {
+        N6: "node is reserved for nominated pods (groupless is provisioning a node for this pod)"}
+    assert signals == ["55435fb7-286d-4579-987a-7b60557b9d12"]
+    # five minutes after launch the reservation is over
+    late = handlers.filter(recorded("filter-x9c6c"), state, parse_rfc3339("2026-11-30T10:33:43Z"))
+    assert late["NodeNames"] == [N6]
+
+
+def test_replacement_pod_between_two_equal_nodes() -> None:
+    bound = {"inflate-6778cd65b8-nz65d": N4, "inflate-6778cd65b8-mkkdc": N4, "inflate-6778cd65b8-vk5pj": N5,
+             "inflate-6778cd65b8-d6zr5": N5, "inflate-6778cd65b8-x9c6c": N6, "inflate-6778cd65b8-phckl": N6,
+             "inflate-6778cd65b8-q6krh": N6}
+    state = cluster_at(bound, ["inflate-6778cd65b8-gv2np", "inflate-6778cd65b8-g4tnk"], {})
+    now = parse_rfc3339("2026-11-30T10:29:32Z")
+    filtered = handlers.filter(recorded("filter-gv2np"), state, now)
+    assert filtered["NodeNames"] == [N4, N5]
+    # both: (2 + 1) of 3.82 cpu, no memory requested -> packing 0.39 -> 1 + 2 x 1; no price known
+    assert handlers.prioritize(recorded("prioritize-gv2np"), state, now) == [
+        {"Host": N4, "Score": 3}, {"Host": N5, "Score": 3}]
+    # with gv2np nominated to -5 (as the controller would for a launch), -5 wins outright
+    nomination = json.dumps({"deadline": "2026-11-30T10:34:00Z", "pods": {
+        recorded("prioritize-gv2np")["Pod"]["metadata"]["uid"]: {"pod": "default/inflate-6778cd65b8-gv2np",
+                                                                 "requests": {"cpu": 1000}}}})
+    state = cluster_at(bound, ["inflate-6778cd65b8-gv2np", "inflate-6778cd65b8-g4tnk"], {N5: nomination})
+    assert handlers.prioritize(recorded("prioritize-gv2np"), state, now) == [
+        {"Host": N4, "Score": 3}, {"Host": N5, "Score": 10}]
+
+
+def test_first_pod_on_the_first_node() -> None:
+    state = cluster_at({}, ["inflate-6778cd65b8-nz65d"], {})
+    answer = handlers.filter(recorded("filter-nz65d"), state, LAUNCHED_AT)
+    assert answer["NodeNames"] == [N4] and answer["FailedNodes"] == {}
