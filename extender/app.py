@@ -14,7 +14,8 @@ attempt and hides the real problem. So this layer turns bytes into ExtenderArgs 
 
 The state is read through a provider callable for each request (cheap: it returns the
 current immutable :class:`extender.state.ExtenderState`), so one in-memory cache serves every
-gunicorn thread. Paths: ``POST /filter``, ``POST /prioritize``, ``GET /healthz``, ``GET /metrics``.
+gunicorn thread. Paths: ``POST /filter``, ``POST /prioritize``, ``GET /healthz`` (liveness),
+``GET /readyz`` (cache synced), ``GET /metrics``.
 """
 
 from __future__ import annotations
@@ -109,8 +110,10 @@ def create_app(
     - ``trigger``: the provisioning controller's in-process signal (``trigger(pod_uid)``) when
       the extender runs in the controller's process; None otherwise.
     - ``max_body_bytes``: larger bodies get 413. ``clock``: time for nomination deadlines and
-      expiry (default the real clock). ``ready``: ``/healthz`` answers 503 while it returns
-      False (e.g. before the cache has synced); always ready when None.
+      expiry (default the real clock). ``ready``: ``/readyz`` answers 503 while it returns
+      False (e.g. before the cache has synced); always ready when None. ``/healthz`` is
+      liveness only: 200 whenever the process serves (a slow first list of a big cluster must
+      not get the container restarted; until then every node passes, as if unmanaged).
     - ``record_dir``: keep the first ``record_limit`` request bodies of each verb there, as
       ``<verb>-<n>.json`` (the test suite's fixtures are recorded this way from a real
       kube-scheduler); unreadable bodies are not kept.
@@ -176,8 +179,12 @@ def create_app(
         return serve_verb("prioritize", lambda a, s, n: handlers.prioritize(a, s, n, expiry_horizon))
 
     @app.get("/healthz")
-    @app.get("/readyz")
     def healthz() -> Response:
+        # liveness: the process serves (it fails open while the cache syncs, so it is useful early)
+        return _plain(200, "ok")
+
+    @app.get("/readyz")
+    def readyz() -> Response:
         if ready is not None and not ready():
             return _plain(503, "not ready: cluster state not synced")
         return _plain(200, "ok")
@@ -202,7 +209,7 @@ def create_app_for_cluster(
 
     The controller passes its own cache (``own_informers=False``: it runs the informers) and
     its provisioning trigger (``ProvisioningController.trigger``). ``options`` go to
-    :func:`create_app` (``max_body_bytes``, ``clock``, ``expiry_horizon``). ``/healthz``
+    :func:`create_app` (``max_body_bytes``, ``clock``, ``expiry_horizon``). ``/readyz``
     answers 503 until the cache has synced.
     """
     from extender.live import LiveState

@@ -57,10 +57,11 @@ def test_filter_answers_from_the_cache(loaded: tuple[FakeKubeAPI, ClusterState])
     app = create_app_for_cluster(state, clock=FakeClock(now()))
     live: LiveState = app.extensions["groupless_live_state"]
     client = app.test_client()
-    assert client.get("/healthz").status_code == 503  # not synced yet
+    assert client.get("/readyz").status_code == 503  # not synced yet
+    assert client.get("/healthz").status_code == 200
     state.resync()
     live.refresh()
-    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").status_code == 200
     answer = post(client, "filter", body("filter-nodenames"))
     # the fake API assigns its own UIDs, so the nominations name pods it does not know: those
     # count as deleted and N2 is not reserved; everything else as in the unit tests

@@ -42,7 +42,8 @@ def test_internal_error_answers_open_never_500() -> None:
 def test_readiness_follows_the_callback() -> None:
     ready = [False]
     client = create_app(lambda: EMPTY_STATE, ready=lambda: ready[0]).test_client()
-    assert client.get("/healthz").status_code == 503
+    assert client.get("/readyz").status_code == 503
+    assert client.get("/healthz").status_code == 200  # liveness never waits for the cache
     ready[0] = True
     assert client.get("/readyz").data == b"ok\n"
 
