@@ -140,6 +140,23 @@ class Observer:
     def events_table(self, namespace: str = "default") -> str:
         return str(self.cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp").stdout)
 
+    def extender_requests(self) -> dict[tuple[str, str], float]:
+        """Requests kube-scheduler made to the extender, by (verb, HTTP code), from its /metrics."""
+        import ssl
+        import urllib.request
+
+        port = self.cluster.ports.get("extender")
+        if port is None:
+            return {}
+        context = ssl.create_default_context(cafile=str(self.cluster.pki.ca.cert))
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", timeout=5, context=context) as response:  # noqa: S310
+            text = response.read().decode()
+        counts: dict[tuple[str, str], float] = {}
+        for match in re.finditer(r'^groupless_extender_request_duration_seconds_count\{([^}]*)\} (\S+)$', text, re.M):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
+            counts[(labels.get("verb", ""), labels.get("code", ""))] = float(match.group(2))
+        return counts
+
     # ----- EC2 (the moto server) ----------------------------------------------------------
     def ec2(self) -> Any:
         import boto3

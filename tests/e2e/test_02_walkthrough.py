@@ -121,6 +121,11 @@ def test_2_scale_to_3_launches_one_right_sized_node(watch: Observer, cluster: Lo
         reasons = {e["reason"] for e in watch.events(kind="Pod", name=pod["metadata"]["name"])}
         assert "Nominated" in reasons, (pod["metadata"]["name"], reasons)
 
+    # kube-scheduler consulted the extender over HTTPS, and every answer was a 200
+    requests = watch.extender_requests()
+    assert requests.get(("filter", "200"), 0) >= 3, requests
+    assert all(code == "200" for _, code in requests), requests
+
 
 # 3 --------------------------------------------------------------------------------------
 def test_3_expired_node_is_replaced_within_the_pdb(watch: Observer, cluster: LocalCluster) -> None:
