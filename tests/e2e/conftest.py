@@ -79,3 +79,18 @@ def cluster() -> Iterator[LocalCluster]:
         yield local
     finally:
         local.down(quiet=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """On a failed e2e test, attach the tail of the Groupless logs (what CI readers need first)."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    local = getattr(item, "funcargs", {}).get("cluster")
+    if report.failed and isinstance(local, LocalCluster):
+        from localcluster.cluster import tail
+
+        for component in ("controller", "extender", "webhook"):
+            text = tail(local.log_path(component), 40)
+            if text:
+                report.sections.append((f"{component} log (last 40 lines)", text))
