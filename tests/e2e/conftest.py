@@ -66,7 +66,9 @@ def cluster() -> Iterator[LocalCluster]:
         pytest.fail(_failure, pytrace=False)
     name = os.environ.get("GROUPLESS_E2E_CLUSTER", "e2e")
     local = LocalCluster(name, Settings())
-    local.down(quiet=True)  # leftovers of an interrupted run
+    if local.running():
+        # another session (a colleague's, a `--keep`) uses it: never stop it, start our own
+        local = LocalCluster(f"{name}-{os.getpid()}", Settings())
     started = time.monotonic()
     try:
         local.up(progress=lambda m: print(f"[e2e cluster {time.monotonic() - started:5.1f}s] {m}",
