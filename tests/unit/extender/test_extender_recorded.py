@@ -103,3 +103,49 @@ def test_first_pod_on_the_first_node() -> None:
     state = cluster_at({}, ["inflate-6778cd65b8-nz65d"], {})
     answer = handlers.filter(recorded("filter-nz65d"), state, LAUNCHED_AT)
     assert answer["NodeNames"] == [N4] and answer["FailedNodes"] == {}
+
+
+# ---------------------------------------------------------------- nodeCacheCapable: false
+A, B, DELETING = (f"ip-10-0-1-{i}.ec2.internal" for i in (10, 11, 12))
+NODES_MODE_NOW = parse_rfc3339("2026-11-30T10:33:25Z")
+
+
+def nodes_mode_cluster(bound: dict[str, str]) -> ExtenderState:
+    data = recorded("nodes-mode-cluster")
+    pods = []
+    for pod in copy.deepcopy(data["pods"]):
+        pod["spec"].pop("nodeName", None)
+        if pod["metadata"]["name"] in bound:
+            pod["spec"]["nodeName"] = bound[pod["metadata"]["name"]]
+        pods.append(pod)
+    return build_state(data["nodes"], pods, [load_provisioner(p) for p in data["provisioners"]])
+
+
+def test_nodes_mode_shape_is_what_the_scheduler_sends() -> None:
+    body = recorded("nodes-mode-filter-nom-3")
+    assert body["NodeNames"] is None
+    assert set(body["Nodes"]) == {"metadata", "items"}  # a NodeList without apiVersion/kind
+    assert [n["metadata"]["name"] for n in body["Nodes"]["items"]] == [B, DELETING, A]
+
+
+def test_nodes_mode_nominated_pod_and_a_node_being_deleted() -> None:
+    state = nodes_mode_cluster({})
+    body = recorded("nodes-mode-filter-nom-3")
+    answer = handlers.filter(body, state, NODES_MODE_NOW)
+    assert answer["NodeNames"] is None
+    assert answer["Nodes"] == {"metadata": {}, "items": [body["Nodes"]["items"][0], body["Nodes"]["items"][2]]}
+    assert answer["FailedNodes"] == {}
+    assert answer["FailedAndUnresolvableNodes"] == {DELETING: "node is being deleted"}
+    # B: (0 + 1) of 3.82 cpu, memory idle -> tier 0, and the only (so cheapest) price -> 1 + 0 + 1
+    assert handlers.prioritize(recorded("nodes-mode-prioritize-nom-3"), state, NODES_MODE_NOW) == [
+        {"Host": B, "Score": 2}, {"Host": A, "Score": 10}]
+
+
+def test_nodes_mode_late_pod_is_kept_off_the_reserved_node() -> None:
+    # inflate-nom-3 is bound to A; nom-1 and nom-2 still hold 2 of the 2.82 cpu left there
+    state = nodes_mode_cluster({"inflate-nom-3": A})
+    body = recorded("nodes-mode-filter-late")
+    answer = handlers.filter(body, state, NODES_MODE_NOW)
+    assert [n["metadata"]["name"] for n in answer["Nodes"]["items"]] == [B]
+    assert answer["FailedNodes"] == {A: "node is reserved for nominated pods"}
+    assert answer["FailedAndUnresolvableNodes"] == {DELETING: "node is being deleted"}
