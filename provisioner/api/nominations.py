@@ -29,6 +29,7 @@ import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 from provisioner.api.quantity import QuantityError, parse_quantity
@@ -70,7 +71,7 @@ class Nominations:
         return self.error is not None
 
 
-EMPTY = Nominations()
+EMPTY = Nominations(pods=MappingProxyType({}))
 
 
 def _format_deadline(epoch_seconds: float) -> str:
