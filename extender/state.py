@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from provisioner.state import Snapshot
 
 #: Optional Node annotation with the node's price in USD per hour (set at launch when known).
-PRICE_ANNOTATION = "groupless.dev/price-per-hour"
+PRICE_ANNOTATION = wk.PRICE_ANNOTATION
 
 MARK_DELETING = "deleting"
 MARK_DISRUPTED = "disrupted"

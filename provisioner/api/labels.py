@@ -50,6 +50,8 @@ RESTRICTED_LABELS = frozenset({HOSTNAME, PROVISIONER_NAME, "karpenter.sh/emptine
 
 # Node-lifecycle contract (DESIGN.md, "Contracts between the parts")
 NOMINATIONS_ANNOTATION = "groupless.dev/nominations"
+#: USD per hour of the offering a node was launched with (written at launch, read by the extender's scores).
+PRICE_ANNOTATION = "groupless.dev/price-per-hour"
 NODE_REQUEST_TAG = "groupless.dev/node-request"
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
 NOT_READY_TAINT_KEY = "karpenter.sh/not-ready"

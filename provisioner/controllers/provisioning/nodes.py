@@ -126,6 +126,16 @@ def node_labels(
     return labels
 
 
+def launched_price(machine: Machine, instance_type: InstanceType | None) -> float | None:
+    """USD per hour of the offering ``machine`` runs on (its zone and capacity type), if known."""
+    if instance_type is None:
+        return None
+    for offering in instance_type.offerings:
+        if offering.zone == machine.zone and offering.capacity_type == machine.capacity_type:
+            return offering.price
+    return None
+
+
 def node_manifest(
     *,
     provisioner: Provisioner,
@@ -142,6 +152,9 @@ def node_manifest(
     annotations = dict(extra_annotations)
     if nominations is not None:
         annotations[wk.NOMINATIONS_ANNOTATION] = nominations
+    price = launched_price(machine, instance_type)
+    if price is not None:
+        annotations[wk.PRICE_ANNOTATION] = f"{price:.6f}"
     metadata: dict[str, Any] = {
         "name": machine.name,
         "labels": node_labels(provisioner, machine, instance_type, planned_labels, extra_labels),

@@ -53,6 +53,8 @@ def test_three_inflate_pods_launch_one_node(cluster, caplog):
     assert node["status"]["allocatable"]["cpu"] == "3820m"
     assert node["status"]["allocatable"]["memory"] == "29217Mi"
     assert meta["annotations"]["kwok.x-k8s.io/node"] == "fake"
+    # the on-demand ap-south-1a offering's price, for the extender's price score
+    assert meta["annotations"][wk.PRICE_ANNOTATION] == "0.230400"
 
     nominations = json.loads(meta["annotations"][wk.NOMINATIONS_ANNOTATION])
     assert set(nominations["pods"]) == {p["metadata"]["uid"] for p in pods}
