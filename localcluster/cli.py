@@ -68,6 +68,20 @@ def _progress(started: float) -> Any:
     return say
 
 
+def shielded_down(cluster: Any) -> None:
+    """``cluster.down()`` that a second Ctrl-C or SIGTERM cannot cut short."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        cluster.down()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def _up(args: argparse.Namespace) -> int:
     from localcluster.build import BuildError
     from localcluster.cluster import ClusterError, LocalCluster, Settings
@@ -77,7 +91,7 @@ def _up(args: argparse.Namespace) -> int:
         print(f"cluster {args.name!r} is already running", file=sys.stderr)
         _print_env(cluster.attach())
         return 0
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the cluster like Ctrl-C does
     try:
         cluster.up(detach=args.detach, progress=_progress(time.monotonic()))
     except (ClusterError, BuildError) as error:
@@ -102,7 +116,7 @@ def _up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        cluster.down()
+        shielded_down(cluster)
     return 0
 
 

@@ -23,6 +23,7 @@ extender), and the controller. Groupless processes are started as ``python -m pr
 
 from __future__ import annotations
 
+import argparse
 import base64
 import contextlib
 import ctypes
@@ -102,7 +103,7 @@ def available_subcommands() -> set[str]:
 
     parser = build_parser()
     for action in parser._actions:  # argparse has no public accessor for subparsers
-        if isinstance(action, __import__("argparse")._SubParsersAction):
+        if isinstance(action, argparse._SubParsersAction):
             return set(action.choices)
     return set()
 

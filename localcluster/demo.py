@@ -82,7 +82,9 @@ def run_demo(name: str = "demo", keep: bool = False, expiry_seconds: int | None 
             print(f"\nThe cluster keeps running: eval \"$(groupless dev-cluster env --name {name})\"; "
                   f"stop it with `groupless dev-cluster down --name {name}`.")
         elif not reused:
-            cluster.down(quiet=True)
+            from localcluster.cli import shielded_down
+
+            shielded_down(cluster)
             print("\nThe local cluster is stopped.")
     return 0 if ok else 1
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -81,6 +82,8 @@ def cluster() -> Iterator[LocalCluster]:
         yield local
     finally:
         local.down(quiet=True)
+        if local.name != name:  # a pid-named cluster: nobody will look for its directory again
+            shutil.rmtree(local.directory, ignore_errors=True)
 
 
 @pytest.hookimpl(hookwrapper=True)
