@@ -8,7 +8,9 @@ offerings in zones 1-2 and on-demand in zones 1-3; one Provisioner without requi
 limits; pods in five equal groups (plain; zone spread maxSkew 1; hostname spread maxSkew 1;
 zone self-affinity; hostname anti-affinity) with cpu from {100m, 250m, 500m, 1000m, 1500m}
 and memory from {100, 256, 512, 1024, 2048, 4096} Mi, seed 42. Only ``solve()`` is timed.
-Prints pods/s, nodes, total price, the cost lower bound and the peak memory of the solve.
+Prints pods/s, nodes, total price, the cost lower bound, first-fit-decreasing over the same
+constraints (``solve_first_fit``), Karpenter v0.6.3's packer (no topology: not comparable when
+anti-affinity forces nodes) and the peak memory of the solve (tracemalloc).
 """
 
 from __future__ import annotations
@@ -21,13 +23,12 @@ import sys
 import time
 import tracemalloc
 
+from benchmarks.bounds import ffd_price, lower_bound
 from provisioner.api.types import Provisioner, ProvisionerSpec
 from provisioner.scheduling.instancetypes import InstanceType, Offering
 from provisioner.scheduling.pods import pod_from_manifest
 from provisioner.scheduling.resources import GIB, MIB, Resources
-from provisioner.scheduling.solver import SolverInput, solve
-
-from benchmarks.bounds import ffd_price, lower_bound
+from provisioner.scheduling.solver import SolverInput, solve, solve_first_fit
 
 LABELS = "abcdefg"
 
@@ -122,7 +123,8 @@ def run(n: int, profile: bool = False, with_ffd: bool = True) -> dict:
         "price": plan.total_price, "bound": lower_bound(pods, types), "peak_mib": peak / MIB,
     }
     if with_ffd:
-        result["ffd"] = ffd_price(pods, types)
+        result["ffd"] = solve_first_fit(given).total_price
+        result["ffd062"] = ffd_price(pods, types)
     return result
 
 
@@ -133,10 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ffd", action="store_true", help="skip the first-fit-decreasing baseline")
     args = parser.parse_args(argv)
     print(f"{'pods':>6} {'seconds':>8} {'pods/s':>8} {'nodes':>6} {'$/h':>9} {'bound $/h':>9} "
-          f"{'FFD $/h':>9} {'peak MiB':>8}")
+          f"{'FFD $/h':>9} {'v0.6.3 $/h':>10} {'peak MiB':>8}")
     for n in args.sizes:
         r = run(n, args.profile, not args.no_ffd)
-        ffd = f"{r['ffd']:9.2f}" if "ffd" in r else f"{'-':>9}"
+        ffd = f"{r['ffd']:9.2f} {r['ffd062']:10.2f}" if "ffd" in r else f"{'-':>9} {'-':>10}"
         print(f"{r['pods']:>6} {r['seconds']:8.2f} {r['pods_per_s']:8.0f} {r['nodes']:>6} {r['price']:9.2f} "
               f"{r['bound']:9.2f} {ffd} {r['peak_mib']:8.1f}", flush=True)
     return 0

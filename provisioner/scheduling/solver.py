@@ -276,6 +276,9 @@ class _Node:
     max_alloc: Vec = ()
     reserved: Vec = ()
     accel: bool | None = None
+    price: float = 0.0
+    price_list: list[tuple[float, str, _Type, Offering]] | None = None
+    price_index: int = 0
     compat: dict[Requirements, tuple[Requirements, list[_Type]] | str] = field(default_factory=dict)
 
     def domain(self, key: str) -> str | None:
@@ -338,8 +341,9 @@ class _View:
 
 
 class _Solver:
-    def __init__(self, given: SolverInput) -> None:
+    def __init__(self, given: SolverInput, cost_aware: bool = True) -> None:
         self.input = given
+        self.cost_aware = cost_aware
         names: set[str] = {CPU, MEMORY, PODS}
         for pod in given.pods:
             names.update(pod.requests)
@@ -358,6 +362,9 @@ class _Solver:
         self.shapes: dict[tuple[Any, ...], _Shape] = {}
         self.domain_cache: dict[tuple[Requirements, str], frozenset[str]] = {}
         self.envelope_cache: dict[int, tuple[list[_Type], Vec]] = {}
+        self.possible_cache: dict[tuple[Any, ...], tuple[list[_Type], frozenset[str]]] = {}
+        self.pin_cache: dict[tuple[Any, ...], tuple[list[_Type], Requirements, list[_Type]]] = {}
+        self.standalone_cache: dict[tuple[Any, ...], float] = {}
         self.skip: dict[tuple[Any, ...], int] = {}
         self.price_cache: dict[tuple[int, Any, Any], tuple[list[_Type], list[tuple[float, str, _Type, Offering]]]] = {}
         self.templates = self._templates()
@@ -710,8 +717,8 @@ class _Solver:
             if not _any_fit(options, total):
                 continue
 
-            def possible(key: str, opts: list[_Type] = options, r: Requirements = reqs, need: Vec = total) -> set[str]:
-                return {v for t in _fitting(opts, need) for v in _type_domains(t, r, key)}
+            def possible(key: str, opts: list[_Type] = options, r: Requirements = reqs) -> frozenset[str]:
+                return self._domains_of(opts, r, key)
 
             if cons or view.shape.selected_by or view.shape.anti_owned:
                 reason, pins, permanent = self.topology(view, cons, node, alt, possible)
@@ -720,15 +727,30 @@ class _Solver:
                         outcome = _NOT_NOW
                     continue
                 if pins:
-                    reqs = reqs & Requirements(Requirement.of(k, IN, (v,)) for k, v in pins.items())
-                    options = [t for t in options if _type_ok(t, reqs)]
+                    reqs, options = self._pinned(reqs, options, pins)
                     if not _any_fit(options, total):
                         continue
             if pod.host_ports:
                 options = [t for t in options if not any(hp.conflicts(o) for hp in pod.host_ports for o in t.ds_ports)]
                 if not _any_fit(options, total):
                     continue
-            self._commit(node, view, total, reqs, options)
+            template = node.template
+            assert template is not None
+            priced = self._price_after(node, options, reqs, total)
+            if priced is None or (self.cost_aware
+                                  and priced[0] - node.price > self._standalone(view, template, alt) + 1e-9):
+                # growing this node costs more than a node of its own: first-fit would overpay.
+                # Counted as permanent for the skip pointer (a heuristic: the node only gets
+                # fuller), which keeps big batches linear.
+                continue
+            reserved = None
+            if template.limits is not None:
+                # the node holds its cheapest option's capacity against the limits; it only
+                # launches options no larger than that (see _planned), so the count is exact
+                reserved = priced[1][priced[2]][2].capacity
+                if not self._within_limits(node, reserved):
+                    continue  # planned capacity only grows: treated as permanent too
+            self._commit(node, view, total, reqs, options, reserved, priced)
             return _PLACED
         return outcome
 
@@ -748,8 +770,13 @@ class _Solver:
             return "no instance type left"
         return reqs, options
 
-    def _commit(self, node: _Node, view: _View, total: Vec, reqs: Requirements, options: list[_Type]) -> None:
+    def _commit(self, node: _Node, view: _View, total: Vec, reqs: Requirements, options: list[_Type],
+                reserved: Vec | None = None, priced: tuple[float, list[Any], int] | None = None) -> None:
         pod = view.pod
+        if priced is None:
+            priced = self._price_after(node, options, reqs, total)
+        if priced is not None:
+            node.price, node.price_list, node.price_index = priced
         node.requested = total
         if reqs is not node.reqs and reqs != node.reqs:
             node.reqs = reqs
@@ -757,8 +784,9 @@ class _Solver:
         if options is not node.options:
             self._set_options(node, options)
         template = node.template
-        if template is not None and template.limits is not None:
-            self._reserve(node, _fitting(node.options, total))
+        if template is not None and template.limits is not None and reserved is not None:
+            template.reserved = _add(_sub(template.reserved, node.reserved or self.zero), reserved)
+            node.reserved = reserved
         node.accel = view.shape.accel
         node.ports.extend(pod.host_ports)
         node.pods.append(pod)
@@ -776,16 +804,6 @@ class _Solver:
             cached = (options, max_alloc)
             self.envelope_cache[id(options)] = cached
         node.max_alloc = cached[1]
-
-    def _reserve(self, node: _Node, fitting: list[_Type]) -> None:
-        """Hold the largest fitting option's capacity against the Provisioner's limits."""
-        template = node.template
-        assert template is not None and template.limits is not None
-        reserved = fitting[0].capacity if fitting else self.zero
-        for t in fitting[1:]:
-            reserved = _vmax(reserved, t.capacity)
-        template.reserved = _add(_sub(template.reserved, node.reserved or self.zero), reserved)
-        node.reserved = reserved
 
     def _open(self, view: _View, cons: list[_Constraint], alternatives: list[Requirements], template: _Template) -> str | None:
         pod = view.pod
@@ -827,44 +845,49 @@ class _Solver:
                     continue
             if template.limits is not None:
                 budget = _sub(_sub(template.limits, template.usage), template.reserved)
-                limited = [t for t in options if _fits_named(t.capacity, budget, template, self.dims)]
-                if not limited:
+                if not any(_fits_named(t.capacity, budget, template, self.dims) for t in options):
                     last = (f"would exceed limits of provisioner {template.provisioner.name} "
                             f"({_limits_text(template, self.dims)})")
                     continue
-                options = limited
             node = _Node(index=len(self.new_nodes), hostname=f"planned-node-{len(self.new_nodes)}",
                          reqs=template.reqs, taints=template.taints, requested=self.zero, ports=[], pods=[],
                          template=template)
             self._set_options(node, options)
 
-            def possible(key: str, opts: list[_Type] = options, r: Requirements = reqs) -> set[str]:
-                return {v for t in opts for v in _type_domains(t, r, key)}
+            def possible(key: str, opts: list[_Type] = options, r: Requirements = reqs) -> frozenset[str]:
+                return self._domains_of(opts, r, key)
 
             topo_reason, pins, _ = self.topology(view, cons, node, alt, possible)
             if topo_reason is not None:
-                self._unreserve(node)
                 last = topo_reason
                 continue
             if pins:
                 reqs = reqs & Requirements(Requirement.of(k, IN, (v,)) for k, v in pins.items())
                 options = [t for t in options if _type_ok(t, reqs)]
                 if not options:
-                    self._unreserve(node)
                     last = "no instance type offers the topology domain"
                     continue
             node.reqs = reqs
             self._set_options(node, options)
+            reserved = None
+            priced = self._price_after(node, options, reqs, view.vec)
+            if template.limits is not None and priced is not None:
+                if not self._within_limits(node, priced[1][priced[2]][2].capacity):
+                    options = [t for t in options if self._within_limits(node, t.capacity)]
+                    priced = self._price_after(node, options, reqs, view.vec) if options else None
+                    if priced is None:
+                        last = (f"would exceed limits of provisioner {template.provisioner.name} "
+                                f"({_limits_text(template, self.dims)})")
+                        continue
+                    self._set_options(node, options)
+                reserved = priced[1][priced[2]][2].capacity
+            if priced is None:
+                last = "no instance type offers the topology domain"
+                continue
             self.new_nodes.append(node)
-            self._commit(node, view, view.vec, reqs, options)
+            self._commit(node, view, view.vec, reqs, options, reserved, priced)
             return None
         return last
-
-    def _unreserve(self, node: _Node) -> None:
-        template = node.template
-        if template is not None and template.limits is not None and node.reserved:
-            template.reserved = _sub(template.reserved, node.reserved)
-            node.reserved = self.zero
 
     # ------------------------------------------------------------------ solve
     def solve(self) -> Plan:
@@ -896,27 +919,94 @@ class _Solver:
             unschedulable=unschedulable,
         )
 
-    def _planned(self, node: _Node) -> PlannedNode:
-        template = node.template
-        assert template is not None
-        zone, capacity_type = node.reqs.get(wk.ZONE), node.reqs.get(wk.CAPACITY_TYPE)
-        pkey = (id(node.options), zone, capacity_type)
-        by_price = self.price_cache.get(pkey)
-        if by_price is None:
+    def _by_price(self, options: list[_Type], reqs: Requirements) -> list[tuple[float, str, _Type, Offering]]:
+        """``options`` with their cheapest allowed offering, cheapest first (cached per list and zone/capacity type)."""
+        pkey = (id(options), reqs.get(wk.ZONE), reqs.get(wk.CAPACITY_TYPE))
+        cached = self.price_cache.get(pkey)
+        if cached is None or cached[0] is not options:
             priced = []
-            for t in node.options:
-                offering = t.cheapest(node.reqs)
+            for t in options:
+                offering = t.cheapest(reqs)
                 if offering is not None:
                     priced.append((offering.price, t.it.name, t, offering))
             priced.sort(key=lambda x: (x[0], x[1]))
-            by_price = (node.options, priced)
-            self.price_cache[pkey] = by_price
+            cached = (options, priced)
+            self.price_cache[pkey] = cached
+        return cached[1]
+
+    def _price_after(self, node: _Node, options: list[_Type], reqs: Requirements,
+                     total: Vec) -> tuple[float, list[Any], int] | None:
+        """(price, price list, index) of the cheapest option holding ``total``; None when none does.
+
+        The scan resumes where the node's last one stopped: a type too small for fewer pods is
+        too small for more, so each node's scans add up to one pass over its options.
+        """
+        by_price = self._by_price(options, reqs)
+        start = node.price_index if by_price is node.price_list else 0
+        for i in range(start, len(by_price)):
+            if all(map(le, total, by_price[i][2].alloc)):
+                return by_price[i][0], by_price, i
+        return None
+
+    def _standalone(self, view: _View, template: _Template, alt: Requirements) -> float:
+        """Price of the cheapest node of ``template`` for this pod alone (inf when none)."""
+        key = (template.index, alt, view.shape.accel, view.vec)
+        found = self.standalone_cache.get(key)
+        if found is None:
+            reqs = template.reqs & alt
+            types = [t for t in template.types if t.accel == view.shape.accel and _type_ok(t, reqs)]
+            prices = [o.price for t in types if _fits(view.vec, t.alloc) for o in (t.cheapest(reqs),) if o]
+            found = min(prices, default=float("inf"))
+            self.standalone_cache[key] = found
+        return found
+
+    def _launch_options(self, options: list[_Type], reqs: Requirements,
+                        total: Vec) -> list[tuple[float, str, _Type, Offering]]:
+        """The (at most 60) cheapest options that hold ``total``: what a launch would ask EC2 for."""
         chosen = []
-        for entry in by_price[1]:
-            if _fits(node.requested, entry[2].alloc):
+        for entry in self._by_price(options, reqs):
+            if all(map(le, total, entry[2].alloc)):
                 chosen.append(entry)
                 if len(chosen) == MAX_INSTANCE_TYPES:
                     break
+        return chosen
+
+    def _domains_of(self, options: list[_Type], reqs: Requirements, key: str) -> frozenset[str]:
+        """Values of ``key`` the ``options`` can offer under ``reqs`` (cached; a too-small type's
+        value is caught by the fit check after pinning).
+        """
+        ckey = (id(options), reqs, key)
+        cached = self.possible_cache.get(ckey)
+        if cached is None or cached[0] is not options:
+            cached = (options, frozenset(v for t in options for v in _type_domains(t, reqs, key)))
+            self.possible_cache[ckey] = cached
+        return cached[1]
+
+    def _pinned(self, reqs: Requirements, options: list[_Type],
+                pins: dict[str, str]) -> tuple[Requirements, list[_Type]]:
+        """``reqs`` with topology keys pinned, and the options that still offer them (cached)."""
+        key = (id(options), reqs, tuple(sorted(pins.items())))
+        cached = self.pin_cache.get(key)
+        if cached is None or cached[0] is not options:
+            pinned = reqs & Requirements(Requirement.of(k, IN, (v,)) for k, v in pins.items())
+            cached = (options, pinned, [t for t in options if _type_ok(t, pinned)])
+            self.pin_cache[key] = cached
+        return cached[1], cached[2]
+
+    def _within_limits(self, node: _Node, capacity: Vec) -> bool:
+        """True when holding ``capacity`` for ``node`` keeps its Provisioner within ``limits``."""
+        template = node.template
+        assert template is not None and template.limits is not None
+        budget = _sub(_sub(template.limits, template.usage), _sub(template.reserved, node.reserved or self.zero))
+        return _fits_named(capacity, budget, template, self.dims)
+
+    def _planned(self, node: _Node) -> PlannedNode:
+        template = node.template
+        assert template is not None
+        chosen = self._launch_options(node.options, node.reqs, node.requested)
+        if template.limits is not None and node.reserved:
+            held = node.reserved
+            chosen = [e for e in chosen if _fits_named(e[2].capacity, held, template, self.dims)]
         options = tuple(e[2].it for e in chosen)
         offerings = [o for e in chosen for o in e[2].offerings(node.reqs)]
         reqs = node.reqs & Requirements((
@@ -1019,3 +1109,12 @@ def solve(given: SolverInput) -> Plan:
     unknown requirement operator, a malformed limit).
     """
     return _Solver(given).solve()
+
+
+def solve_first_fit(given: SolverInput) -> Plan:
+    """The plain first-fit-decreasing baseline over the same constraints and options.
+
+    Identical to :func:`solve` except that a planned node accepts any pod that still fits some
+    option, however much that raises its price (Karpenter's rule). Benchmarks compare against it.
+    """
+    return _Solver(given, cost_aware=False).solve()

@@ -345,3 +345,18 @@ def test_same_input_same_plan():
     assert [(n.instance_type_options[0].name, [p.name for p in n.pods]) for n in a.new_nodes] == [
         (n.instance_type_options[0].name, [p.name for p in n.pods]) for n in b.new_nodes]
     assert a.total_price == b.total_price
+
+
+def test_cost_aware_packing_beats_first_fit_when_bigger_nodes_cost_more_per_pod():
+    from provisioner.scheduling.solver import solve_first_fit
+    from tests.unit.scheduling.builders import instance_type
+
+    small = instance_type("g4dn.xlarge", "amd64", 4000, 14968, 29, 3820, 13875, 0.526, extra={"nvidia.com/gpu": 1})
+    big = instance_type("g4dn.12xlarge", "amd64", 48000, 176000, 234, 47500, 170000, 3.912, extra={"nvidia.com/gpu": 4})
+    gpu = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": 1}}}]}
+    pods = [pod(f"train-{i}", spec=gpu) for i in range(4)]
+    given = dict(pods=pods, provisioners=[provisioner()], instance_types={"default": [small, big]})
+    cost_aware = solve(SolverInput(**given))
+    first_fit = solve_first_fit(SolverInput(**given))
+    assert names(cost_aware) == ["g4dn.xlarge"] * 4 and round(cost_aware.total_price, 3) == 2.104
+    assert names(first_fit) == ["g4dn.12xlarge"] and first_fit.total_price == 3.912
