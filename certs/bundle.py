@@ -168,7 +168,19 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
 
 
-def _new_ca(common_name: str, now: datetime.datetime, validity: datetime.timedelta) -> tuple[bytes, bytes]:
+def new_ca(
+    common_name: str = "groupless-ca",
+    *,
+    now: datetime.datetime | None = None,
+    validity: datetime.timedelta = CA_VALIDITY,
+) -> tuple[bytes, bytes]:
+    """A new self-signed CA: ``(ca_cert_pem, ca_key_pem)``, ECDSA P-256, PKCS#8 key.
+
+    The CA may sign leaf certificates only (pathLen 0, keyCertSign and cRLSign); it is valid
+    from ``now - CLOCK_SKEW`` for ``validity``. Pass the pair as ``ca=`` to :func:`generate` or
+    :func:`client_certificate` to sign with it.
+    """
+    now = now or datetime.datetime.now(datetime.UTC)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
@@ -206,46 +218,28 @@ def _load_ca(ca_cert_pem: bytes, ca_key_pem: bytes) -> tuple[x509.Certificate, e
     return cert, key
 
 
-def generate(
-    dns_names: Iterable[str],
-    ip_addresses: Iterable[str] = (),
+def _sign_leaf(
+    ca: tuple[bytes, bytes],
     *,
-    common_name: str | None = None,
-    ca_common_name: str = "groupless-ca",
-    now: datetime.datetime | None = None,
-    ca_validity: datetime.timedelta = CA_VALIDITY,
-    validity: datetime.timedelta = SERVING_VALIDITY,
-    client_auth: bool = False,
-    ca: tuple[bytes, bytes] | None = None,
+    common_name: str,
+    organizations: Iterable[str],
+    usages: list[x509.ObjectIdentifier],
+    sans: list[x509.GeneralName],
+    now: datetime.datetime,
+    validity: datetime.timedelta,
 ) -> CertBundle:
-    """A serving certificate for every DNS name and IP address given, signed by a new CA.
+    """A leaf certificate (not a CA; digitalSignature; ``usages`` as extended key usages) signed by ``ca``.
 
-    ``dns_names``: e.g. ``["groupless.groupless.svc", "localhost"]``; ``ip_addresses``: e.g.
-    ``["127.0.0.1", "::1"]`` (written as IP SANs). The serving certificate's Common Name is
-    ``common_name`` or the first name; with ``client_auth`` it may also be used as a TLS
-    client certificate (mutual TLS). ``ca``: ``(ca_cert_pem, ca_key_pem)`` of an existing CA to
-    sign with instead of a new one (a renewal that keeps every ``caBundle`` valid); the
-    serving certificate never outlives its CA. Raises CertError for an invalid IP address, no
-    name at all, or a CA pair that does not load or match.
+    It never outlives its CA; CertError when the CA pair does not load or match.
     """
-    dns = list(dict.fromkeys(dns_names))
-    try:
-        ips = [ipaddress.ip_address(a) for a in dict.fromkeys(ip_addresses)]
-    except ValueError as error:
-        raise CertError(f"--ip: {error}") from error
-    if not dns and not ips:
-        raise CertError("a serving certificate needs at least one DNS name or IP address")
-    now = now or datetime.datetime.now(datetime.UTC)
-    ca_cert_pem, ca_key_pem = ca if ca is not None else _new_ca(ca_common_name, now, ca_validity)
+    ca_cert_pem, ca_key_pem = ca
     ca_cert, ca_key = _load_ca(ca_cert_pem, ca_key_pem)
-
     key = ec.generate_private_key(ec.SECP256R1())
-    usages = [ExtendedKeyUsageOID.SERVER_AUTH, *([ExtendedKeyUsageOID.CLIENT_AUTH] if client_auth else [])]
-    cn = common_name or (dns[0] if dns else str(ips[0]))
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns] + [x509.IPAddress(ip) for ip in ips]
-    cert = (
+    subject = [x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])]
+    subject += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn[:64])]))
+        .subject_name(x509.Name(subject))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -260,12 +254,84 @@ def generate(
             critical=True,
         )
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
     )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+    ).sign(ca_key, hashes.SHA256())
     return CertBundle(
         ca_cert=ca_cert_pem, ca_key=ca_key_pem, cert=cert.public_bytes(serialization.Encoding.PEM), key=_key_pem(key)
+    )
+
+
+def generate(
+    dns_names: Iterable[str],
+    ip_addresses: Iterable[str] = (),
+    *,
+    common_name: str | None = None,
+    organizations: Iterable[str] = (),
+    ca_common_name: str = "groupless-ca",
+    now: datetime.datetime | None = None,
+    ca_validity: datetime.timedelta = CA_VALIDITY,
+    validity: datetime.timedelta = SERVING_VALIDITY,
+    client_auth: bool = False,
+    ca: tuple[bytes, bytes] | None = None,
+) -> CertBundle:
+    """A serving certificate for every DNS name and IP address given, signed by a new CA.
+
+    ``dns_names``: e.g. ``["groupless.groupless.svc", "localhost"]``; ``ip_addresses``: e.g.
+    ``["127.0.0.1", "::1"]`` (written as IP SANs). The serving certificate's Common Name is
+    ``common_name`` or the first name, its Organizations ``organizations``; with
+    ``client_auth`` it may also be used as a TLS client certificate (mutual TLS). ``ca``:
+    ``(ca_cert_pem, ca_key_pem)`` of an existing CA to sign with instead of a new one (a
+    renewal that keeps every ``caBundle`` valid); the serving certificate never outlives its
+    CA. Raises CertError for an invalid IP address, no name at all, or a CA pair that does not
+    load or match.
+    """
+    dns = list(dict.fromkeys(dns_names))
+    try:
+        ips = [ipaddress.ip_address(a) for a in dict.fromkeys(ip_addresses)]
+    except ValueError as error:
+        raise CertError(f"--ip: {error}") from error
+    if not dns and not ips:
+        raise CertError("a serving certificate needs at least one DNS name or IP address")
+    now = now or datetime.datetime.now(datetime.UTC)
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH, *([ExtendedKeyUsageOID.CLIENT_AUTH] if client_auth else [])]
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns] + [x509.IPAddress(ip) for ip in ips]
+    return _sign_leaf(
+        ca if ca is not None else new_ca(ca_common_name, now=now, validity=ca_validity),
+        common_name=common_name or (dns[0] if dns else str(ips[0])),
+        organizations=organizations,
+        usages=usages,
+        sans=sans,
+        now=now,
+        validity=validity,
+    )
+
+
+def client_certificate(
+    common_name: str,
+    organizations: Iterable[str] = (),
+    *,
+    ca: tuple[bytes, bytes],
+    now: datetime.datetime | None = None,
+    validity: datetime.timedelta = SERVING_VALIDITY,
+) -> CertBundle:
+    """A TLS client certificate (clientAuth only, no SANs) signed by ``ca`` (``(cert_pem, key_pem)``).
+
+    kube-apiserver's x509 authenticator takes the Common Name as the user name and each
+    Organization as a group (e.g. ``common_name="admin", organizations=["system:masters"]``).
+    Never outlives its CA; CertError when the CA pair does not load or match.
+    """
+    return _sign_leaf(
+        ca,
+        common_name=common_name,
+        organizations=organizations,
+        usages=[ExtendedKeyUsageOID.CLIENT_AUTH],
+        sans=[],
+        now=now or datetime.datetime.now(datetime.UTC),
+        validity=validity,
     )
 
 

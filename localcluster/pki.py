@@ -6,22 +6,23 @@ certificate, the admin client certificate that every component uses, and the ser
 certificates of Groupless's webhook and extender). The API server only talks HTTPS and Go
 checks IP SANs, so every serving certificate carries ``IP:127.0.0.1`` and ``DNS:localhost``.
 
-Made with ``cryptography`` (EC P-256 keys: fast to generate, accepted by Go's TLS stack).
-Files are PEM; keys are written with mode 0600.
+The CA and the certificates come from :mod:`certs.bundle` (the same code that makes the
+webhook's and extender's certificates in a real cluster: EC P-256 keys, PKCS#8 PEM); this
+module only lays them out as kube-apiserver's flags want them (one ``<name>.crt``/``<name>.key``
+pair per identity) and adds the RSA service-account key pair. Keys are written with mode 0600.
 """
 
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from certs.bundle import CertBundle, client_certificate, generate, new_ca
 
 #: Certificates are valid for a year; the cluster directory is throw-away.
 VALIDITY = datetime.timedelta(days=365)
@@ -35,54 +36,21 @@ class KeyPair:
     key: Path
 
 
-def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
-    data = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
-    )
-    path.write_bytes(data)
-    os.chmod(path, 0o600)
-
-
-def _load(pair: KeyPair) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    cert = x509.load_pem_x509_certificate(pair.cert.read_bytes())
-    key = serialization.load_pem_private_key(pair.key.read_bytes(), password=None)
-    if not isinstance(key, ec.EllipticCurvePrivateKey):
-        raise ValueError(f"{pair.key}: expected an EC private key")
-    return cert, key
+def _write(pair: KeyPair, cert_pem: bytes, key_pem: bytes) -> KeyPair:
+    pair.key.write_bytes(key_pem)
+    os.chmod(pair.key, 0o600)
+    pair.cert.write_bytes(cert_pem)
+    return pair
 
 
 def create_ca(directory: Path, common_name: str = "groupless-local-ca") -> KeyPair:
-    """Create (or reuse) ``ca.crt``/``ca.key`` in ``directory``."""
+    """Create (or reuse) ``ca.crt``/``ca.key`` in ``directory`` (:func:`certs.bundle.new_ca`, valid a year)."""
     pair = KeyPair(directory / "ca.crt", directory / "ca.key")
     if pair.cert.exists() and pair.key.exists():
         return pair
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                key_encipherment=False, data_encipherment=False, key_agreement=False,
-                encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
     directory.mkdir(parents=True, exist_ok=True)
-    _write_key(pair.key, key)
-    pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return pair
+    cert_pem, key_pem = new_ca(common_name, validity=VALIDITY)
+    return _write(pair, cert_pem, key_pem)
 
 
 def issue(
@@ -99,50 +67,26 @@ def issue(
 ) -> KeyPair:
     """Issue ``<name>.crt``/``<name>.key`` signed by ``ca`` (reused when already present).
 
-    ``server`` adds the serverAuth usage and requires SANs; ``client`` adds clientAuth (the
-    API server maps CN to the user name and O to groups, e.g. O=system:masters).
+    ``server`` adds the serverAuth usage and requires SANs (:func:`certs.bundle.generate`);
+    ``client`` adds clientAuth (the API server maps CN to the user name and O to groups, e.g.
+    O=system:masters; :func:`certs.bundle.client_certificate` when not also a server).
+    ValueError when neither usage is asked for, or a serving certificate has no name.
     """
     pair = KeyPair(directory / f"{name}.crt", directory / f"{name}.key")
     if pair.cert.exists() and pair.key.exists():
         return pair
+    if not (server or client):
+        raise ValueError(f"certificate {name!r} needs server or client usage")
     if server and not (dns_names or ip_addresses):
         raise ValueError(f"serving certificate {name!r} needs at least one DNS name or IP address")
-    ca_cert, ca_key = _load(ca)
-    key = ec.generate_private_key(ec.SECP256R1())
-    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name(attributes))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, key_encipherment=False, key_cert_sign=False, crl_sign=False,
-                content_commitment=False, data_encipherment=False, key_agreement=False,
-                encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-    )
-    sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-    if sans:
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    cert = builder.sign(ca_key, hashes.SHA256())
-    _write_key(pair.key, key)
-    pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return pair
+    signer = (ca.cert.read_bytes(), ca.key.read_bytes())
+    bundle: CertBundle
+    if server:
+        bundle = generate(dns_names, ip_addresses, common_name=common_name, organizations=organizations,
+                          validity=VALIDITY, client_auth=client, ca=signer)
+    else:
+        bundle = client_certificate(common_name, organizations, ca=signer, validity=VALIDITY)
+    return _write(pair, bundle.cert, bundle.key)
 
 
 def service_account_keys(directory: Path) -> KeyPair:
@@ -151,11 +95,13 @@ def service_account_keys(directory: Path) -> KeyPair:
     if pair.cert.exists() and pair.key.exists():
         return pair
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    _write_key(pair.key, key)
-    pair.cert.write_bytes(
-        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return _write(
+        pair,
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+        ),
     )
-    return pair
 
 
 @dataclass(frozen=True)

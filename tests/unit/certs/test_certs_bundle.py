@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from certs.bundle import CertBundle, CertError, generate, service_dns_names
+from certs.bundle import CertBundle, CertError, client_certificate, generate, new_ca, service_dns_names
 from provisioner.cli import main
 
 NOW = datetime.datetime(2026, 11, 30, 10, 0, tzinfo=datetime.UTC)
@@ -40,6 +40,31 @@ def test_client_auth_adds_the_client_usage() -> None:
     cert = generate(["client"], client_auth=True).certificate()
     assert list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [
         ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+
+
+def test_client_certificate_carries_user_and_groups_and_only_the_client_usage() -> None:
+    ca = new_ca("test-ca", now=NOW, validity=datetime.timedelta(days=30))
+    bundle = client_certificate("admin", ["system:masters", "ops"], ca=ca, now=NOW)
+    cert = bundle.certificate()
+    cert.verify_directly_issued_by(bundle.ca_certificate())
+    assert bundle.ca_cert == ca[0]
+    assert [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)] == ["admin"]
+    assert [a.value for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)] == [
+        "system:masters", "ops"]
+    assert list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [
+        ExtendedKeyUsageOID.CLIENT_AUTH]
+    with pytest.raises(x509.ExtensionNotFound):
+        cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    # capped at the CA's expiry (30 days), not the default year
+    assert cert.not_valid_after_utc == NOW + datetime.timedelta(days=30)
+    with pytest.raises(CertError, match="does not belong"):
+        client_certificate("admin", ca=(ca[0], new_ca(now=NOW)[1]), now=NOW)
+
+
+def test_serving_certificate_may_carry_organizations() -> None:
+    cert = generate(["kubernetes"], common_name="kube-apiserver", organizations=["groupless"], now=NOW).certificate()
+    assert [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)] == ["kube-apiserver"]
+    assert [a.value for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)] == ["groupless"]
 
 
 def test_bad_input_is_a_cert_error() -> None:

@@ -60,6 +60,11 @@ def test_serving_certificate_without_names_is_refused(cluster_pki: pki.ClusterPK
         pki.issue(cluster_pki.ca, tmp_path, "bad", "bad", server=True)
 
 
+def test_certificate_without_usage_is_refused(cluster_pki: pki.ClusterPKI, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="needs server or client usage"):
+        pki.issue(cluster_pki.ca, tmp_path, "bad", "bad", dns_names=("localhost",))
+
+
 def _local(tmp_path: Path, cluster_pki: pki.ClusterPKI) -> LocalCluster:
     local = LocalCluster("unit", directory=tmp_path)
     local.pki = cluster_pki
