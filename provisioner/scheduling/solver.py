@@ -972,8 +972,9 @@ class _Solver:
         return chosen
 
     def _domains_of(self, options: list[_Type], reqs: Requirements, key: str) -> frozenset[str]:
-        """Values of ``key`` the ``options`` can offer under ``reqs`` (cached; a too-small type's
-        value is caught by the fit check after pinning).
+        """Values of ``key`` the ``options`` can offer under ``reqs`` (cached).
+
+        A value only a too-small type offers is caught by the fit check after pinning.
         """
         ckey = (id(options), reqs, key)
         cached = self.possible_cache.get(ckey)
