@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from provisioner.logging import add_logging_flags, configure_logging
+from provisioner.serving import add_serving_flags
 
 log = logging.getLogger("groupless.extender")
 
@@ -33,17 +34,12 @@ def register(subparsers: Any) -> None:
         help="serve the kube-scheduler extender (/filter, /prioritize) over HTTPS",
         description="Serve /filter, /prioritize, /healthz and /metrics over HTTPS (gunicorn, one process, threads).",
     )
-    parser.add_argument("--listen", default="0.0.0.0:8888", metavar="HOST:PORT",
-                        help="address to listen on (default 0.0.0.0:8888; [::]:8888 for IPv6)")
-    parser.add_argument("--tls-cert-file", metavar="FILE", help="PEM serving certificate (chain)")
-    parser.add_argument("--tls-key-file", metavar="FILE", help="PEM private key of the serving certificate")
-    parser.add_argument("--client-ca-file", metavar="FILE",
-                        help="require client certificates signed by this CA (mutual TLS with kube-scheduler)")
+    add_serving_flags(parser, default_port=8888,
+                      client_ca_help="require client certificates signed by this CA (mutual TLS with kube-scheduler)")
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="kubeconfig for cluster access (default: in-cluster config, then $KUBECONFIG)")
     parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, metavar="N",
                         help=f"largest request body; larger ones get 413 (default {DEFAULT_MAX_BODY_BYTES}, 128 MiB)")
-    parser.add_argument("--threads", type=int, default=8, help="concurrent requests (default 8)")
     parser.add_argument("--expiry-horizon", type=float, default=DEFAULT_EXPIRY_HORIZON, metavar="SECONDS",
                         help="nodes expiring (ttlSecondsUntilExpired) within this many seconds score lowest "
                         f"(default {DEFAULT_EXPIRY_HORIZON:g})")
@@ -76,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(getattr(args, "log_level", None), getattr(args, "log_format", None))
     from extender.app import create_app, create_app_for_cluster
     from extender.state import EMPTY_STATE
-    from provisioner.serving import ServingError, serve
+    from provisioner.serving import serve_from_flags
 
     if not args.tls_cert_file or not args.tls_key_file:
         print("groupless extender: --tls-cert-file and --tls-key-file are required "
@@ -100,10 +96,4 @@ def run(args: argparse.Namespace) -> int:
         # gunicorn forks the serving worker after loading the app: start informers there.
         os.register_at_fork(after_in_child=live.ensure_started)
     log.info("Serving the scheduler extender on https://%s (max body %d bytes)", args.listen, args.max_body_bytes)
-    try:
-        serve(app, listen=args.listen, cert_file=args.tls_cert_file, key_file=args.tls_key_file,
-              client_ca_file=args.client_ca_file, threads=args.threads, name="groupless-extender")
-    except ServingError as error:
-        print(f"groupless extender: {error}", file=sys.stderr)
-        return 2
-    return 0
+    return serve_from_flags(app, args, command="groupless extender", name="groupless-extender")

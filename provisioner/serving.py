@@ -22,12 +22,12 @@ building it do not survive the fork, so start them in the worker, e.g. with
 
 from __future__ import annotations
 
+import argparse
 import os
 import ssl
+import sys
 from collections.abc import Callable
 from typing import Any
-
-from gunicorn.app.base import BaseApplication
 
 WSGIApp = Callable[..., Any]
 
@@ -78,18 +78,23 @@ def _ssl_context(config: Any, default_ssl_context_factory: Callable[[], ssl.SSLC
     return context
 
 
-class _Application(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type hints
-    def __init__(self, app: WSGIApp, options: dict[str, Any]) -> None:
-        self._app = app
-        self._options = options
-        super().__init__()
+def _application(app: WSGIApp, options: dict[str, Any]) -> Any:
+    """A gunicorn application serving ``app`` with ``options``.
 
-    def load_config(self) -> None:
-        for key, value in self._options.items():
-            self.cfg.set(key, value)
+    gunicorn is imported here, not at module level, so that ``groupless --help`` and the
+    subcommands that only register :func:`add_serving_flags` do not pay for importing it.
+    """
+    from gunicorn.app.base import BaseApplication
 
-    def load(self) -> WSGIApp:
-        return self._app
+    class _Application(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type hints
+        def load_config(self) -> None:
+            for key, value in options.items():
+                self.cfg.set(key, value)
+
+        def load(self) -> WSGIApp:
+            return app
+
+    return _Application()
 
 
 def gunicorn_options(
@@ -157,4 +162,44 @@ def serve(
         listen=listen, cert_file=cert_file, key_file=key_file, client_ca_file=client_ca_file,
         threads=threads, name=name, timeout=timeout, access_log=access_log,
     )
-    _Application(app, options).run()
+    _application(app, options).run()
+
+
+def add_serving_flags(parser: argparse.ArgumentParser, *, default_port: int, client_ca_help: str) -> None:
+    """Add the flags every HTTPS server of Groupless takes, named as kube-apiserver's own.
+
+    ``--listen HOST:PORT`` (default ``0.0.0.0:<default_port>``), ``--tls-cert-file``,
+    ``--tls-key-file``, ``--client-ca-file`` (``client_ca_help`` says who the clients are) and
+    ``--threads`` (default 8). :func:`serve_from_flags` reads them back.
+    """
+    parser.add_argument("--listen", default=f"0.0.0.0:{default_port}", metavar="HOST:PORT",
+                        help=f"address to listen on (default 0.0.0.0:{default_port}; [::]:{default_port} for IPv6)")
+    parser.add_argument("--tls-cert-file", metavar="FILE", help="PEM serving certificate (chain)")
+    parser.add_argument("--tls-key-file", metavar="FILE", help="PEM private key of the serving certificate")
+    parser.add_argument("--client-ca-file", metavar="FILE", help=client_ca_help)
+    parser.add_argument("--threads", type=int, default=8, help="concurrent requests (default 8)")
+
+
+def serve_from_flags(
+    app: WSGIApp,
+    args: argparse.Namespace,
+    *,
+    command: str,
+    name: str,
+    cert_file: str | None = None,
+    key_file: str | None = None,
+) -> int:
+    """:func:`serve` with the flags of :func:`add_serving_flags`; the exit code of ``command``.
+
+    ``cert_file``/``key_file`` override ``--tls-cert-file``/``--tls-key-file`` (e.g. with
+    self-bootstrapped certificates). A ServingError (bad ``--listen``, unreadable file, ...) is
+    printed as ``<command>: <error>`` on stderr and gives 2; a clean stop gives 0.
+    """
+    try:
+        serve(app, listen=args.listen, cert_file=cert_file or args.tls_cert_file,
+              key_file=key_file or args.tls_key_file, client_ca_file=args.client_ca_file,
+              threads=args.threads, name=name)
+    except ServingError as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return 2
+    return 0

@@ -17,6 +17,7 @@ from typing import Any
 
 from certs.bootstrap import CHECK_INTERVAL_SECONDS, DEFAULT_NAMESPACE, DEFAULT_SECRET, DEFAULT_SERVICE
 from provisioner.logging import add_logging_flags, configure_logging
+from provisioner.serving import add_serving_flags
 
 log = logging.getLogger(__name__)
 
@@ -28,13 +29,8 @@ def register(subparsers: Any) -> None:
         help="serve the Provisioner defaulting and validation webhooks (/mutate, /validate) over HTTPS",
         description="Serve /mutate, /validate, /healthz and /metrics over HTTPS (gunicorn, one process, threads).",
     )
-    parser.add_argument("--listen", default="0.0.0.0:8443", metavar="HOST:PORT",
-                        help="address to listen on (default 0.0.0.0:8443; [::]:8443 for IPv6)")
-    parser.add_argument("--tls-cert-file", metavar="FILE", help="PEM serving certificate (chain)")
-    parser.add_argument("--tls-key-file", metavar="FILE", help="PEM private key of the serving certificate")
-    parser.add_argument("--client-ca-file", metavar="FILE",
-                        help="require client certificates signed by this CA (mutual TLS)")
-    parser.add_argument("--threads", type=int, default=8, help="concurrent requests (default 8)")
+    add_serving_flags(parser, default_port=8443,
+                      client_ca_help="require client certificates signed by this CA (mutual TLS)")
     boot = parser.add_argument_group("self-bootstrapped certificates")
     boot.add_argument("--bootstrap-certs", action="store_true",
                       help="keep a CA and serving certificate in a Secret (created if absent) and inject the CA "
@@ -58,7 +54,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(getattr(args, "log_level", None), getattr(args, "log_format", None))
-    from provisioner.serving import ServingError, serve
+    from provisioner.serving import serve_from_flags
     from webhook.app import create_app
 
     cert_file, key_file = args.tls_cert_file, args.tls_key_file
@@ -72,13 +68,8 @@ def run(args: argparse.Namespace) -> int:
         print("groupless webhook: --tls-cert-file and --tls-key-file are required "
               "(kube-apiserver only calls webhooks over HTTPS), or use --bootstrap-certs", file=sys.stderr)
         return 2
-    try:
-        serve(create_app(), listen=args.listen, cert_file=cert_file, key_file=key_file,
-              client_ca_file=args.client_ca_file, threads=args.threads, name="groupless-webhook")
-    except ServingError as error:
-        print(f"groupless webhook: {error}", file=sys.stderr)
-        return 2
-    return 0
+    return serve_from_flags(create_app(), args, command="groupless webhook", name="groupless-webhook",
+                            cert_file=cert_file, key_file=key_file)
 
 
 def _bootstrap(args: argparse.Namespace) -> tuple[str, str]:
