@@ -64,6 +64,18 @@ class ApiError(Exception):
         self.message = message
 
 
+def resource_for(kind: str) -> Resource:
+    """The :class:`Resource` of ``kind``; an :class:`ApiError` 404 (kubectl's wording) when unknown.
+
+    Both implementations of :class:`KubeAPI` look kinds up through this, so an unknown kind is
+    the same NotFound from the fake as from the real client.
+    """
+    res = RESOURCES.get(kind)
+    if res is None:
+        raise ApiError(404, "NotFound", f"the server doesn't have a resource type {kind!r}")
+    return res
+
+
 class NotFoundError(ApiError):
     """404: the object does not exist."""
 

@@ -49,9 +49,9 @@ from provisioner.kube.api import (
     NotFoundError,
     Object,
     ObjectList,
-    Resource,
     TooManyRequestsError,
     WatchEvent,
+    resource_for,
 )
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def resource_path(
     ``/api/v1/namespaces/default/pods/web-1/eviction``; a namespaced kind without a namespace
     is the all-namespaces collection. KeyError-free: an unknown kind is an :class:`ApiError` 404.
     """
-    res = _resource(kind)
+    res = resource_for(kind)
     base = f"/apis/{res.group}/{res.version}" if res.group else f"/api/{res.version}"
     if res.namespaced and namespace:
         base += f"/namespaces/{namespace}"
@@ -87,13 +87,6 @@ def resource_path(
         if subresource:
             path += f"/{subresource}"
     return path
-
-
-def _resource(kind: str) -> Resource:
-    res = RESOURCES.get(kind)
-    if res is None:
-        raise ApiError(404, "NotFound", f"unknown kind {kind!r}")
-    return res
 
 
 def error_from_response(status: int, body: str | bytes | None, http_reason: str = "") -> ApiError:
@@ -360,7 +353,7 @@ class KubeClient:
             watcher.stop()
 
     def create(self, kind: str, obj: Object) -> Object:
-        res = _resource(kind)
+        res = resource_for(kind)
         namespace = (obj.get("metadata") or {}).get("namespace") or ("default" if res.namespaced else None)
         body = {**obj, "apiVersion": res.api_version, "kind": kind}
         created: Object = self._request(
@@ -388,7 +381,7 @@ class KubeClient:
 
     def replace(self, kind: str, obj: Object, subresource: str | None = None) -> Object:
         meta = obj.get("metadata") or {}
-        res = _resource(kind)
+        res = resource_for(kind)
         body = {**obj, "apiVersion": res.api_version, "kind": kind}
         replaced: Object = self._request(
             "PUT", resource_path(kind, meta.get("name", ""), meta.get("namespace"), subresource), body=body

@@ -54,6 +54,7 @@ from provisioner.kube.api import (
     ObjectList,
     TooManyRequestsError,
     WatchEvent,
+    resource_for,
 )
 from provisioner.kube.selectors import parse_selector, selector_matches
 
@@ -94,13 +95,6 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
-
-
-def _kind_of(kind: str) -> Any:
-    try:
-        return RESOURCES[kind]
-    except KeyError:
-        raise ApiError(404, "NotFound", f"the server doesn't have a resource type {kind!r}") from None
 
 
 def pod_is_healthy(pod: Mapping[str, Any]) -> bool:
@@ -162,7 +156,7 @@ class FakeKubeAPI:
 
     # ------------------------------------------------------------------ helpers
     def _key(self, kind: str, name: str, namespace: str | None) -> Key:
-        res = _kind_of(kind)
+        res = resource_for(kind)
         return (kind, (namespace or "default") if res.namespaced else "", name)
 
     def _next_rv(self) -> int:
@@ -255,7 +249,7 @@ class FakeKubeAPI:
             raise ApiError(400, "BadRequest", f"unable to parse requirement: {exc}") from exc
         with self._lock:
             self._record("list", kind, "")
-            _kind_of(kind)
+            resource_for(kind)
             items = [
                 copy.deepcopy(obj)
                 for (k, ns, _), obj in sorted(self._objects.items())
@@ -273,7 +267,7 @@ class FakeKubeAPI:
         GoneError. The timeout is in real seconds (0: return once caught up), since a watch is
         I/O and not driven by the fake clock; :meth:`close` ends every watch.
         """
-        _kind_of(kind)
+        resource_for(kind)
         deadline = time.monotonic() + timeout_seconds
         with self._lock:
             self._record("watch", kind, "")
@@ -310,7 +304,7 @@ class FakeKubeAPI:
         """Store a copy with uid, resourceVersion, creationTimestamp (and a name from generateName)."""
         pending: Pending = []
         with self._lock:
-            res = _kind_of(kind)
+            res = resource_for(kind)
             new = copy.deepcopy(obj)
             meta = new.setdefault("metadata", {})
             if not meta.get("name"):

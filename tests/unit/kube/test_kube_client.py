@@ -16,6 +16,7 @@ from provisioner.kube.api import (
     TooManyRequestsError,
 )
 from provisioner.kube.client import KubeClient, error_from_response, resource_path, watch_event_from_raw
+from provisioner.kube.fake import FakeKubeAPI
 
 
 class Server:
@@ -105,8 +106,15 @@ def test_resource_paths():
         resource_path("PodDisruptionBudget", None, "ns")
         == "/apis/policy/v1/namespaces/ns/poddisruptionbudgets"
     )
-    with pytest.raises(ApiError):
+    with pytest.raises(ApiError) as raised:
         resource_path("Widget")
+    assert (raised.value.status, raised.value.message) == (404, "the server doesn't have a resource type 'Widget'")
+
+
+def test_unknown_kind_is_the_same_not_found_from_the_fake():
+    with pytest.raises(ApiError) as raised:
+        FakeKubeAPI().get("Widget", "w")
+    assert (raised.value.status, raised.value.message) == (404, "the server doesn't have a resource type 'Widget'")
 
 
 def test_error_mapping():
