@@ -12,9 +12,13 @@ Decisions and their sources:
 * In-flight awareness (Karpenter v0.10+): nodes already launched count as capacity, with what
   their nominated pods still need set aside, so a second burst that fits launches nothing; a
   pod placed on an in-flight node is added to its nominations. Pods holding a valid
-  nomination are not provisionable, and the controller remembers what it launched until the
-  cache shows the Node, so nothing is launched twice for one pod. Node requests carry a stable
-  id (Provisioner + pod UIDs) so a retried launch is idempotent at the cloud too.
+  nomination are not provisionable. The cache lags our own writes, so the controller also
+  keeps the pods it is launching for ("in flight": from the plan until a round's snapshot
+  shows their nomination on the Node, or the launch fails) and the Nodes it wrote (their
+  capacity and nominations count until a snapshot shows them); only a snapshot releases
+  them, never a watch event that may arrive after a round took its snapshot. So nothing is
+  launched twice for one pod. Node requests carry a stable id (Provisioner + pod UIDs) so a
+  retried launch is idempotent at the cloud too.
 * Limits are enforced twice: by the solver while packing, and before each launch against the
   capacity of the Provisioner's nodes (existing, in flight, launched in this round), dropping
   instance type options that would overshoot (Karpenter v0.6.3 checked once per packing and
@@ -150,6 +154,20 @@ class _Backoff:
     until: float = 0.0
 
 
+@dataclass(frozen=True)
+class _InFlight:
+    """A pod capacity is on its way for: covered, so no later round launches for it again.
+
+    ``node``: the Node it is nominated to, ``""`` while its launch is still running. ``until``:
+    clock wall time when this memory ends at the latest (the nomination's deadline). Released
+    earlier when a snapshot shows the nomination on the Node, the pod bound or gone, the Node
+    gone, or (``node == ""``) when the round that launches it ends without a node for it.
+    """
+
+    node: str
+    until: float
+
+
 @dataclass
 class _Round:
     """Mutable bookkeeping of one provisioning round."""
@@ -169,6 +187,12 @@ class _Round:
 
 def _format_duration(seconds: float) -> str:
     return f"{seconds:.3g}s" if seconds < 10 else f"{seconds:.1f}s"
+
+
+def _nominated_on(node: Mapping[str, Any]) -> Collection[str]:
+    """UIDs of the pods in the node's nominations annotation (deadline not considered)."""
+    raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
+    return nom.decode(raw).pods if raw else ()
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
@@ -228,10 +252,13 @@ class ProvisioningController:
         self._round_lock = threading.RLock()  # one provisioning round at a time
         self._lock = threading.Lock()  # the bookkeeping below, shared with launch threads
         self._backoff: dict[str, _Backoff] = {}
-        # pod uid -> node name, for launches the cache may not show yet
-        self._launched_for: dict[str, str] = {}
-        # node name -> Node object created but not yet seen in the cache
-        self._created: dict[str, Object] = {}
+        # pods being launched for, or nominated where the cache may not show it yet (see _InFlight)
+        self._in_flight: dict[str, _InFlight] = {}
+        # node name -> the latest Node object we wrote (created, nominations patched), until a
+        # snapshot shows that write (see _release_in_flight)
+        self._written: dict[str, Object] = {}
+        self._warming: set[str] = set()  # Provisioners whose instance types are being fetched ahead
+        self._warm_new_provisioners = False  # set by run(): tests drive rounds without threads
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, self.settings.launch_parallelism), thread_name_prefix="launch"
         )
@@ -249,19 +276,66 @@ class ProvisioningController:
             self._unsubscribe = self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, event: WatchEvent) -> None:
-        if kind == "Node":  # the cache shows it now (or it is gone): no memory of ours needed
+        if kind == "Node":
+            # Only a deletion ends our memory of a node here. An ADDED/MODIFIED event is not
+            # enough: a round may have taken its snapshot just before the event arrived, and
+            # must still see the node (and its nominations) through our memory; the next
+            # round's snapshot releases it (_release_in_flight).
+            if event.type == "DELETED":
+                name = str((event.object.get("metadata") or {}).get("name") or "")
+                with self._lock:
+                    self._written.pop(name, None)
+            return
+        if kind == "Provisioner" and event.type == "ADDED" and self._warm_new_provisioners:
             name = str((event.object.get("metadata") or {}).get("name") or "")
-            with self._lock:
-                self._created.pop(name, None)
+            provisioner = self.state.snapshot().provisioners.get(name) if name else None
+            if provisioner is not None:
+                self._warm_async([provisioner])
             return
         if kind != "Pod" or event.type == "DELETED":
             return
         if not_provisionable_reason(event.object) is None:
             uid = _uid(event.object)
             with self._lock:
-                if uid in self._launched_for:
-                    return
+                if uid in self._in_flight:
+                    return  # capacity is on its way: no new window for it
             self.batcher.add(uid)
+
+    # ------------------------------------------------------------------ warm-up
+    def warm_up(self, provisioners: Sequence[Provisioner] | None = None) -> None:
+        """Fetch the instance types of ``provisioners`` (default: every one cached) once, ahead of a batch.
+
+        A cloud provider builds its instance-type catalog lazily (EC2: DescribeInstanceTypes and
+        offerings, ~1,400 types, seconds); doing it before the first burst takes it off the
+        first packing's latency. Errors are logged at debug level: the round reports them.
+        """
+        if provisioners is None:
+            provisioners = list(self.state.snapshot().provisioners.values())
+        for provisioner in provisioners:
+            started = self.clock.monotonic()
+            try:
+                with metrics.time_call(metrics.CLOUDPROVIDER_DURATION, method="get_instance_types"):
+                    count = len(self.cloud.get_instance_types(provisioner))
+            except Exception as exc:  # the first round reports it properly
+                log.debug("Could not warm the instance types of %s: %s", provisioner.name, exc)
+                continue
+            finally:
+                with self._lock:
+                    self._warming.discard(provisioner.name)
+            log.info(
+                "Fetched %d instance types for Provisioner %s in %s",
+                count,
+                provisioner.name,
+                _format_duration(self.clock.monotonic() - started),
+            )
+
+    def _warm_async(self, provisioners: Sequence[Provisioner]) -> None:
+        """:meth:`warm_up` on a daemon thread (health, readiness and the loop never wait for it)."""
+        with self._lock:
+            todo = [p for p in provisioners if p.name not in self._warming]
+            self._warming.update(p.name for p in todo)
+        if todo:
+            threading.Thread(target=self.warm_up, args=(todo,), name="warm-up", daemon=True).start()
 
     # ------------------------------------------------------------------ loop
     def run(self, stop: threading.Event) -> None:
@@ -269,6 +343,8 @@ class ProvisioningController:
         self.watch_state()
         while not stop.is_set() and not self.state.wait_synced(1.0):
             pass
+        self._warm_new_provisioners = True
+        self._warm_async(list(self.state.snapshot().provisioners.values()))
         log.info("Waiting for unschedulable pods")
         self.trigger(None)  # pods pending since before we started
         while not stop.is_set():
@@ -317,6 +393,7 @@ class ProvisioningController:
             return ProvisionResult()
         with self._round_lock:
             snapshot = self.state.snapshot()
+            self._release_in_flight(snapshot)
             self._prune_nominations(snapshot)
             nominated = self._nominated_uids(snapshot)
             pods = [p for p in snapshot.pending_pods if not_provisionable_reason(p, nominated) is None]
@@ -347,6 +424,7 @@ class ProvisioningController:
             )
         with self._round_lock:
             snapshot = self.state.snapshot()
+            self._release_in_flight(snapshot)
             pending = []
             for obj in pods:
                 if owner_kind(obj) in ("DaemonSet", "Node"):
@@ -381,12 +459,19 @@ class ProvisioningController:
         return list(result.nodes)
 
     # ------------------------------------------------------------------ nominations
+    def _nodes(self, snapshot: Snapshot) -> dict[str, Object]:
+        """The snapshot's Nodes, with our own writes it does not show yet in their place (or added)."""
+        nodes = dict(snapshot.nodes)
+        with self._lock:
+            nodes.update(self._written)
+        return nodes
+
     def _nominated_uids(self, snapshot: Snapshot) -> set[str]:
+        """Pods covered by capacity on its way: in flight (ours) or holding a valid nomination."""
         now = self.clock.now()
         with self._lock:
-            result = set(self._launched_for)
-            created = list(self._created.values())
-        for node in list(snapshot.nodes.values()) + created:
+            result = set(self._in_flight)
+        for node in self._nodes(snapshot).values():
             raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
             if not raw:
                 continue
@@ -394,11 +479,43 @@ class ProvisioningController:
             result.update(current.pods)
         return result
 
+    def _release_in_flight(self, snapshot: Snapshot) -> None:
+        """Forget what ``snapshot`` (taken at the start of a round) shows on its own.
+
+        A pod in flight is released when the snapshot's Node carries its nomination, when the
+        pod is bound or gone, when its Node is gone (deleted: the pod needs capacity again), or
+        at its deadline. A written Node is released when the snapshot shows it and no pod in
+        flight still needs our copy. Only a snapshot can release: a watch event arriving after
+        the round's snapshot was taken must not make the round forget a launch (that gap let
+        a burst launch twice for the same pods).
+        """
+        now = self.clock.now()
+        with self._lock:
+            for uid, entry in list(self._in_flight.items()):
+                if not entry.node:
+                    continue  # its launch is running; the launching round decides
+                node = snapshot.nodes.get(entry.node)
+                if uid not in snapshot.pods or uid in snapshot.bound_pod_uids or now >= entry.until:
+                    del self._in_flight[uid]
+                elif node is None:
+                    if entry.node not in self._written:  # deleted before the cache showed it
+                        del self._in_flight[uid]
+                elif uid in _nominated_on(node):
+                    del self._in_flight[uid]
+            needed = {entry.node for entry in self._in_flight.values()}
+            for name in list(self._written):
+                if name in snapshot.nodes and name not in needed:
+                    del self._written[name]
+
     def _prune_nominations(self, snapshot: Snapshot) -> None:
-        """Drop ended reservations (pod bound, deleted, deadline passed) from our nodes' annotations."""
+        """Drop ended reservations (pod bound, deleted, deadline passed) from our nodes' annotations.
+
+        Reads our own latest write of a node when the snapshot does not show it yet, so that
+        the ``test`` op of the patch holds the value the API server has.
+        """
         now = self.clock.now()
         present = set(snapshot.pods)
-        for name, node in snapshot.nodes.items():
+        for name, node in self._nodes(snapshot).items():
             meta = node.get("metadata") or {}
             raw = (meta.get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
             if raw is None:
@@ -408,13 +525,11 @@ class ProvisioningController:
             current = nom.active(decoded, now, ended)
             if current == decoded and not decoded.malformed:
                 continue
-            self._patch_nominations(name, raw, nom.encode(current) if current.pods else None)
-        # launches the cache now shows (or whose pods are gone) need no memory of ours
-        with self._lock:
-            for uid, node_name in list(self._launched_for.items()):
-                seen_or_gone = node_name in snapshot.nodes or node_name not in self._created
-                if seen_or_gone or uid not in present or uid in snapshot.bound_pod_uids:
-                    del self._launched_for[uid]
+            patched = self._patch_nominations(name, raw, nom.encode(current) if current.pods else None)
+            if patched is not None:
+                with self._lock:
+                    if name in self._written:
+                        self._written[name] = patched
 
     def _patch_nominations(self, node_name: str, old: str | None, new: str | None) -> Object | None:
         """Replace the nominations annotation only if it still reads ``old`` (a JSON patch ``test``).
@@ -480,7 +595,15 @@ class ProvisioningController:
         instance_types = self._instance_types(provisioners, round_)
         nodes = self._candidate_nodes(self._cluster_nodes(snapshot, exclude), pods)
         daemonsets = self._daemonsets(snapshot)
-        self._solve_and_launch(pods, provisioners, instance_types, nodes, daemonsets, round_, attempt=0)
+        try:
+            self._solve_and_launch(pods, provisioners, instance_types, nodes, daemonsets, round_, attempt=0)
+        finally:
+            # launches that ended without a node for their pods (errors, limits): not covered
+            with self._lock:
+                for pod in pods:
+                    entry = self._in_flight.get(pod.uid)
+                    if entry is not None and not entry.node:
+                        del self._in_flight[pod.uid]
         if warn_unschedulable:
             self._warn_unschedulable(round_)
         return self._result(round_, len(pods))
@@ -514,13 +637,7 @@ class ProvisioningController:
     def _usage(self, snapshot: Snapshot) -> dict[str, Resources]:
         """Capacity of each Provisioner's nodes (existing and in flight), against its limits."""
         usage: dict[str, Resources] = {}
-        seen: set[str] = set()
-        with self._lock:
-            created = list(self._created.items())
-        for name, node in list(snapshot.nodes.items()) + created:
-            if name in seen:
-                continue
-            seen.add(name)
+        for node in self._nodes(snapshot).values():
             owner = ((node.get("metadata") or {}).get("labels") or {}).get(wk.PROVISIONER_NAME)
             if owner:
                 usage[owner] = usage.get(owner, Resources()) + _capacity(node)
@@ -562,9 +679,7 @@ class ProvisioningController:
         """
         now = datetime.fromtimestamp(self.clock.now(), tz=UTC)
         nodes = []
-        with self._lock:
-            objects = dict(self._created)
-        objects.update(snapshot.nodes)
+        objects = self._nodes(snapshot)
         cache: dict[str, tuple[tuple[Any, ...], ClusterNode]] = {}
         for name, node in objects.items():
             if name in exclude:
@@ -699,6 +814,11 @@ class ProvisioningController:
             request = self._request(planned, provisioners[planned.provisioner], round_, attempt)
             if request is None:
                 continue
+            if round_.nominate:  # covered from now on: the launch is in flight
+                until = self._nomination_deadline()
+                with self._lock:
+                    for pod in planned.pods:
+                        self._in_flight[pod.uid] = _InFlight("", until)
             jobs.append((planned, request, self._pool.submit(self._launch, planned, request, round_)))
         for planned, request, future in jobs:
             outcome = future.result()
@@ -837,24 +957,26 @@ class ProvisioningController:
                 (t for t in request.instance_type_options if t.name == machine.instance_type), None
             )
             self._settle_usage(provisioner, request, launched_type, round_)
-        log.info(
-            "Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s",
-            machine.instance_id,
-            machine.name,
-            machine.instance_type,
-            machine.zone,
-            machine.capacity_type,
-            extra={"provisioner": provisioner.name},
-        )
+        if not getattr(self.cloud, "logs_launches", False):  # one line per launch, not two
+            log.info(
+                "Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s",
+                machine.instance_id,
+                machine.name,
+                machine.instance_type,
+                machine.zone,
+                machine.capacity_type,
+                extra={"provisioner": provisioner.name},
+            )
         node = self._create_node(planned, provisioner, machine, launched_type, round_)
         if node is None:
             return None
         uids = tuple(p.uid for p in planned.pods)
+        until = self._nomination_deadline()
         with self._lock:
-            self._created[machine.name] = node
+            self._written[machine.name] = node
             if round_.nominate:
                 for uid in uids:
-                    self._launched_for[uid] = machine.name
+                    self._in_flight[uid] = _InFlight(machine.name, until)
             round_.launched.append(LaunchedNode(machine.name, provisioner.name, machine, uids))
         metrics.NODES_LAUNCHED.labels(
             provisioner=provisioner.name, capacity_type=machine.capacity_type, zone=machine.zone
@@ -897,6 +1019,14 @@ class ProvisioningController:
         )
         round_.usage[provisioner.name] = usage
 
+    def _nomination_deadline(self) -> float:
+        """Clock wall time a new node's nominations hold until: registration timeout + nomination TTL."""
+        return (
+            self.clock.now()
+            + self.settings.registration_timeout_seconds
+            + self.settings.nomination_ttl_seconds
+        )
+
     def _launch_failed(
         self, provisioner: Provisioner, planned: PlannedNode, exc: BaseException, round_: _Round
     ) -> None:
@@ -923,8 +1053,7 @@ class ProvisioningController:
         launched_type: InstanceType | None,
         round_: _Round,
     ) -> Object | None:
-        now = self.clock.now()
-        deadline = now + self.settings.registration_timeout_seconds + self.settings.nomination_ttl_seconds
+        deadline = self._nomination_deadline()
         nominations = nom.EMPTY
         if round_.nominate:
             for pod in planned.pods:
@@ -972,8 +1101,7 @@ class ProvisioningController:
 
     def _nominate_existing(self, node_name: str, pods: Sequence[Pod], round_: _Round) -> None:
         """Add pods the solver placed on an in-flight node of ours to its nominations (one patch)."""
-        with self._lock:
-            node = round_.snapshot.nodes.get(node_name) or self._created.get(node_name)
+        node = self._nodes(round_.snapshot).get(node_name)
         if node is None:
             return
         patched: Object | None = None
@@ -987,11 +1115,7 @@ class ProvisioningController:
             raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
             current = nom.active(nom.decode(raw), self.clock.now(), round_.snapshot.bound_pod_uids)
             now = self.clock.now()
-            deadline = (
-                current.deadline
-                if current.deadline > now
-                else now + self.settings.registration_timeout_seconds + self.settings.nomination_ttl_seconds
-            )
+            deadline = current.deadline if current.deadline > now else self._nomination_deadline()
             updated = current
             for pod in pods:
                 updated = nom.nominate(updated, pod.uid, pod.key, pod.requests, deadline)
@@ -1001,10 +1125,9 @@ class ProvisioningController:
         if patched is None:
             return
         with self._lock:
-            if node_name in self._created:
-                self._created[node_name] = patched
+            self._written[node_name] = patched  # until a snapshot shows these nominations
             for pod in pods:
-                self._launched_for[pod.uid] = node_name
+                self._in_flight[pod.uid] = _InFlight(node_name, deadline)
         for pod in pods:
             round_.nominated_existing.setdefault(node_name, []).append(pod.uid)
             obj = round_.pod_objects.get(pod.uid)

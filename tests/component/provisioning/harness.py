@@ -62,7 +62,8 @@ class Cluster:
         self.state = ClusterState(self.api, self.clock)
         self.provisioner = self.api.create("Provisioner", provisioner or walkthrough("01-provisioner.yaml"))
         self.state.resync()
-        self.api.subscribe(self.state.handle)
+        # the cache follows the API synchronously; tests that need it to lag call this and pump
+        self.stop_following = self.api.subscribe(self.state.handle)
         self.controller = ProvisioningController(
             self.api,
             self.state,

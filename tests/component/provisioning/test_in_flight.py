@@ -1,0 +1,178 @@
+"""Pods whose capacity is on its way are covered: a later batch launches nothing for them.
+
+The e2e burst (200 pods, ~64 slow launches) showed a second batch launching again for pods
+of the first: the round's snapshot was taken just before the watch delivered the first
+round's Nodes, and the controller forgot its launches on those events. These tests rebuild
+that interleaving deterministically: the cache lags the API (it is pumped by hand), launches
+block on an Event, and the cache catches up right after the second round's snapshot.
+"""
+
+import json
+import threading
+
+from provisioner.api import labels as wk
+
+from .harness import Cluster
+
+WAIT = 10.0  # real seconds a thread may take to reach a point (never reached when things work)
+
+
+class BlockingCreates:
+    """Wraps ``cloud.create``: each call waits for ``release``; ``wait_for(n)`` until n calls are blocked."""
+
+    def __init__(self, cloud):
+        self.release = threading.Event()
+        self.blocked = 0
+        self._cond = threading.Condition()
+        self._create = cloud.create
+        cloud.create = self
+
+    def __call__(self, request):
+        with self._cond:
+            self.blocked += 1
+            self._cond.notify_all()
+        assert self.release.wait(WAIT), "launch never released"
+        return self._create(request)
+
+    def wait_for(self, n):
+        with self._cond:
+            assert self._cond.wait_for(lambda: self.blocked >= n, WAIT), (self.blocked, n)
+
+
+def catch_up_after_snapshot(cluster):
+    """From now on, the cache receives the pending watch events right after each snapshot."""
+    real = cluster.state.snapshot
+
+    def snapshot():
+        snap = real()
+        cluster.state.pump()
+        return snap
+
+    cluster.state.snapshot = snapshot
+
+
+def nominations(cluster):
+    """pod uid -> the node names whose nominations annotation holds it."""
+    found = {}
+    for node in cluster.nodes():
+        raw = node["metadata"].get("annotations", {}).get(wk.NOMINATIONS_ANNOTATION)
+        for uid in json.loads(raw)["pods"] if raw else ():
+            found.setdefault(uid, []).append(node["metadata"]["name"])
+    return found
+
+
+def run(target, results):
+    thread = threading.Thread(target=lambda: results.append(target()), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_second_batch_launches_nothing_for_pods_being_launched():
+    cluster = Cluster()
+    cluster.stop_following()
+    creates = BlockingCreates(cluster.cloud)
+    pods = [cluster.pending_pod(cpu="1") for _ in range(12)]  # 3 per r6gd.xlarge: 4 nodes
+    cluster.state.pump()
+    cluster.clock.advance(1.0)  # the first window closes
+
+    first, second = [], []
+    round1 = run(cluster.controller.step, first)
+    creates.wait_for(4)  # the 4 launches are in flight
+
+    # meanwhile kube-scheduler marks the pods Unschedulable again and the extender signals
+    for pod in pods:
+        cluster.api.patch(
+            "Pod", pod["metadata"]["name"], {"metadata": {"labels": {"retried": "yes"}}}, "default"
+        )
+    cluster.state.pump()
+    cluster.controller.trigger(None)
+    cluster.clock.advance(1.0)  # a second window closes while the first round's launches run
+    batch = cluster.controller.batcher.take()
+    assert batch is not None and batch.triggered
+    # the Nodes of the first round reach the cache just after the second round's snapshot
+    catch_up_after_snapshot(cluster)
+    round2 = run(lambda: cluster.controller._process(batch), second)
+
+    creates.release.set()
+    round1.join(WAIT)
+    round2.join(WAIT)
+    assert not round1.is_alive() and not round2.is_alive()
+
+    (result1,) = first
+    (result2,) = second
+    assert len(result1.nodes) == 4 and len(cluster.cloud.create_calls) == 4
+    assert result2.nodes == () and result2.nominated_existing == {}
+    assert len(cluster.nodes()) == 4
+    covered = nominations(cluster)
+    assert sorted(covered) == sorted(p["metadata"]["uid"] for p in pods)
+    assert all(len(names) == 1 for names in covered.values()), covered
+
+    # once the cache shows everything, the memory is released and still nothing is launched
+    cluster.state.pump()
+    third = cluster.controller.reconcile_once()
+    assert third.pods == 0 and len(cluster.cloud.create_calls) == 4
+    assert cluster.controller._in_flight == {} and cluster.controller._written == {}
+
+
+def test_pods_do_not_open_a_window_while_their_launch_runs():
+    cluster = Cluster()
+    cluster.stop_following()
+    creates = BlockingCreates(cluster.cloud)
+    pods = [cluster.pending_pod(cpu="1") for _ in range(3)]
+    cluster.state.pump()
+    cluster.clock.advance(1.0)
+    first = []
+    round1 = run(cluster.controller.step, first)
+    creates.wait_for(1)
+    for pod in pods:  # pod updates while the launch for them runs
+        cluster.api.patch("Pod", pod["metadata"]["name"], {"metadata": {"labels": {"x": "y"}}}, "default")
+    cluster.state.pump()
+    assert not cluster.controller.batcher.is_open()
+    creates.release.set()
+    round1.join(WAIT)
+    assert len(first[0].nodes) == 1
+
+
+def test_a_failed_launch_leaves_its_pods_provisionable():
+    cluster = Cluster()
+    from provisioner.cloudprovider.types import LaunchError
+
+    cluster.cloud.next_error = LaunchError("boom")
+    pod = cluster.pending_pod(cpu="1")
+    result = cluster.controller.reconcile_once()
+    assert result.nodes == () and "default/" + pod["metadata"]["name"] in result.failed
+    assert cluster.controller._in_flight == {}
+    cluster.clock.advance(cluster.controller.settings.backoff_base_seconds + 1)
+    again = cluster.controller.reconcile_once()
+    assert len(again.nodes) == 1
+
+
+def test_pods_nominated_to_an_in_flight_node_stay_covered_while_the_cache_lags_the_patch():
+    cluster = Cluster()
+    first = cluster.pending_pod(cpu="1")
+    cluster.controller.reconcile_once()
+    (node,) = cluster.nodes()
+    name = node["metadata"]["name"]
+
+    cluster.stop_following()
+    late = [cluster.pending_pod(cpu="1") for _ in range(2)]  # they fill the node: 3 x 1000m of 3820m
+    cluster.state.pump()
+    second = cluster.controller.reconcile_once()
+    assert sorted(second.nominated_existing[name]) == sorted(p["metadata"]["uid"] for p in late)
+    # the cache still shows the node without the new nominations; one more 1-cpu pod arrives
+    cluster.controller.trigger(None)
+    newest = cluster.pending_pod(cpu="1")
+    pod_events = cluster.api.watch("Pod", cluster.state.resource_version("Pod"), timeout_seconds=0)
+    for event in pod_events:
+        cluster.state.handle("Pod", event)
+    assert wk.NOMINATIONS_ANNOTATION in cluster.state.get("Node", name)["metadata"]["annotations"]
+    assert len(json.loads(
+        cluster.state.get("Node", name)["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION]
+    )["pods"]) == 1
+    third = cluster.controller.reconcile_once()
+    # the full node takes nothing more; the newest pod gets a node of its own, the others none
+    assert third.nominated_existing == {} and third.pods == 1
+    assert len(third.nodes) == 1 and third.launched[0].pod_uids == (newest["metadata"]["uid"],)
+    covered = nominations(cluster)
+    assert covered[first["metadata"]["uid"]] == [name]
+    assert all(covered[p["metadata"]["uid"]] == [name] for p in late)
