@@ -126,6 +126,10 @@ class AWSCloudProvider:
     prices in the background.
     """
 
+    #: :meth:`create` logs the "Launched instance: ..." line itself (as Karpenter's AWS provider
+    #: does); the provisioning controller then does not log it a second time.
+    logs_launches = True
+
     def __init__(
         self,
         settings: AWSSettings,
@@ -403,6 +407,7 @@ class AWSCloudProvider:
             machine.instance_type,
             machine.zone,
             machine.capacity_type,
+            extra={"provisioner": request.provisioner.name},
         )
         return machine
 
