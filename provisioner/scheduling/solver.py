@@ -71,6 +71,9 @@ MAX_INSTANCE_TYPES = 60
 _LAUNCH_KEYS = frozenset({wk.ZONE, wk.INSTANCE_TYPE, wk.ARCH, wk.OS, wk.CAPACITY_TYPE})
 _SPREAD, _AFFINITY, _ANTI = "spread", "affinity", "anti"
 _PLACED, _NEVER, _NOT_NOW = 0, 1, 2
+#: After a first fit, how many further planned nodes are tried for one that holds the pod in
+#: its slack (at no extra price): best-fit where it is free, bounded so big batches stay linear.
+_SLACK_SEARCH = 4
 
 
 # =========================================================================== public values
@@ -365,6 +368,7 @@ class _Solver:
         self.possible_cache: dict[tuple[Any, ...], tuple[list[_Type], frozenset[str]]] = {}
         self.pin_cache: dict[tuple[Any, ...], tuple[list[_Type], Requirements, list[_Type]]] = {}
         self.standalone_cache: dict[tuple[Any, ...], float] = {}
+        self.pending: tuple[float, tuple[Any, ...]] = (0.0, ())
         self.skip: dict[tuple[Any, ...], int] = {}
         self.price_cache: dict[tuple[int, Any, Any], tuple[list[_Type], list[tuple[float, str, _Type, Offering]]]] = {}
         self.templates = self._templates()
@@ -647,17 +651,35 @@ class _Solver:
         start = self.skip.get(skip_key, 0)
         prefix = True
         new_nodes = self.new_nodes
+        best: tuple[float, tuple[Any, ...]] | None = None
+        looked = 0
         for i in range(start, len(new_nodes)):
-            outcome = self._try_new(view, cons, alternatives, new_nodes[i])
+            if best is not None:
+                looked += 1
+                if looked > _SLACK_SEARCH:
+                    break
+            outcome = self._try_new(view, cons, alternatives, new_nodes[i], commit=not self.cost_aware)
             if outcome == _PLACED:
                 if prefix:
                     self.skip[skip_key] = i
-                return None
+                    prefix = False
+                if not self.cost_aware:
+                    return None
+                # first fit, unless a node a little further holds the pod in its slack (free)
+                marginal, args = self.pending
+                if best is None or marginal < best[0] - 1e-12:
+                    best = (marginal, args)
+                if marginal <= 1e-12:
+                    break
+                continue
             if prefix:
                 if outcome == _NEVER:
                     self.skip[skip_key] = i + 1
                 else:
                     prefix = False
+        if best is not None:
+            self._commit(*best[1])
+            return None
         for template in self.templates:
             reason = self._open(view, cons, alternatives, template)
             if reason is None:
@@ -692,7 +714,8 @@ class _Solver:
                 return True
         return False
 
-    def _try_new(self, view: _View, cons: list[_Constraint], alternatives: list[Requirements], node: _Node) -> int:
+    def _try_new(self, view: _View, cons: list[_Constraint], alternatives: list[Requirements], node: _Node,
+                 commit: bool = True) -> int:
         """_PLACED, _NEVER (refused for a reason that only gets worse) or _NOT_NOW."""
         pod = view.pod
         if node.accel is not None and node.accel != view.shape.accel:
@@ -750,6 +773,9 @@ class _Solver:
                 reserved = priced[1][priced[2]][2].capacity
                 if not self._within_limits(node, reserved):
                     continue  # planned capacity only grows: treated as permanent too
+            if not commit:
+                self.pending = (priced[0] - node.price, (node, view, total, reqs, options, reserved, priced))
+                return _PLACED
             self._commit(node, view, total, reqs, options, reserved, priced)
             return _PLACED
         return outcome
