@@ -159,6 +159,14 @@ class FakeKubeAPI:
         res = resource_for(kind)
         return (kind, (namespace or "default") if res.namespaced else "", name)
 
+    def _existing_locked(self, kind: str, name: str, namespace: str | None) -> tuple[Key, Object]:
+        """The key and stored object (not a copy); NotFoundError worded as kube-apiserver's when absent."""
+        key = self._key(kind, name, namespace)
+        current = self._objects.get(key)
+        if current is None:
+            raise NotFoundError(f'{RESOURCES[kind].plural} "{name}" not found')
+        return key, current
+
     def _next_rv(self) -> int:
         self._last_rv = next(self._rv)
         return self._last_rv
@@ -233,10 +241,7 @@ class FakeKubeAPI:
         self.reap()
         with self._lock:
             self._record("get", kind, name)
-            key = self._key(kind, name, namespace)
-            if key not in self._objects:
-                raise NotFoundError(f'{RESOURCES[kind].plural} "{name}" not found')
-            return copy.deepcopy(self._objects[key])
+            return copy.deepcopy(self._existing_locked(kind, name, namespace)[1])
 
     def list(
         self, kind: str, namespace: str | None = None, label_selector: str | None = None
@@ -368,10 +373,7 @@ class FakeKubeAPI:
         self._check_subresource(kind, subresource)
         with self._lock:
             self._record("patch", kind, name)
-            key = self._key(kind, name, namespace)
-            current = self._objects.get(key)
-            if current is None:
-                raise NotFoundError(f'{RESOURCES[kind].plural} "{name}" not found')
+            key, current = self._existing_locked(kind, name, namespace)
             if isinstance(patch, list):
                 try:
                     updated = jsonpatch.apply_patch(current, patch, in_place=False)
@@ -450,10 +452,7 @@ class FakeKubeAPI:
         self._notify(pending)
 
     def _delete_locked(self, kind: str, name: str, namespace: str | None, pending: Pending) -> None:
-        key = self._key(kind, name, namespace)
-        current = self._objects.get(key)
-        if current is None:
-            raise NotFoundError(f'{RESOURCES[kind].plural} "{name}" not found')
+        key, current = self._existing_locked(kind, name, namespace)
         meta = current["metadata"]
         grace = 0.0
         if kind == "Pod":
@@ -486,10 +485,7 @@ class FakeKubeAPI:
     def pdb_status(self, name: str, namespace: str) -> dict[str, int]:
         """``{currentHealthy, desiredHealthy, expectedPods, disruptionsAllowed}`` as the disruption controller computes it."""
         with self._lock:
-            pdb = self._objects.get(("PodDisruptionBudget", namespace, name))
-            if pdb is None:
-                raise NotFoundError(f'poddisruptionbudgets "{name}" not found')
-            return self._pdb_status_locked(pdb)
+            return self._pdb_status_locked(self._existing_locked("PodDisruptionBudget", name, namespace)[1])
 
     def _pdb_status_locked(self, pdb: Object) -> dict[str, int]:
         ns = pdb["metadata"]["namespace"]
@@ -531,10 +527,7 @@ class FakeKubeAPI:
         pending: Pending = []
         with self._lock:
             self._record("evict", "Pod", name)
-            key = ("Pod", namespace, name)
-            pod = self._objects.get(key)
-            if pod is None:
-                raise NotFoundError(f'pods "{name}" not found')
+            key, pod = self._existing_locked("Pod", name, namespace)
             phase = (pod.get("status") or {}).get("phase")
             if not pod["metadata"].get("deletionTimestamp") and phase not in (
                 "Pending",
@@ -618,10 +611,7 @@ class FakeKubeAPI:
         pending: Pending = []
         with self._lock:
             self._record("bind", "Pod", name)
-            key = ("Pod", namespace, name)
-            pod = self._objects.get(key)
-            if pod is None:
-                raise NotFoundError(f'pods "{name}" not found')
+            key, pod = self._existing_locked("Pod", name, namespace)
             if (pod.get("spec") or {}).get("nodeName"):
                 raise ConflictError(f"pod {name} is already assigned to node {pod['spec']['nodeName']!r}")
             updated = copy.deepcopy(pod)
