@@ -927,13 +927,24 @@ class _Solver:
         queue = deque(views)
         errors: dict[int, str] = {}
         stalled = 0
+        # A pod identical in shape, requests and relaxation to one that just failed fails too
+        # while nothing has been placed since: remembered per placement count, so a batch
+        # that overruns a limit does not retry every node for each of its pods.
+        failed: dict[tuple[Any, ...], str] = {}
+        placed = 0
         while queue and stalled < len(queue):
             view = queue.popleft()
-            error = self.add(view)
+            fkey = (id(view.shape), view.vec, view.relaxed_pod_affinity, view.relaxed_pod_anti,
+                    view.relaxed_node_affinity, view.relaxed_spread, view.prefer_no_schedule, placed)
+            error = failed.get(fkey)
+            if error is None:
+                error = self.add(view)
             if error is None:
                 errors.pop(id(view), None)
                 stalled = 0
+                placed += 1
                 continue
+            failed[fkey] = error
             errors[id(view)] = error
             queue.append(view)
             stalled = 0 if view.relax() is not None else stalled + 1
