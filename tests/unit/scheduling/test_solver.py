@@ -360,3 +360,25 @@ def test_cost_aware_packing_beats_first_fit_when_bigger_nodes_cost_more_per_pod(
     first_fit = solve_first_fit(SolverInput(**given))
     assert names(cost_aware) == ["g4dn.xlarge"] * 4 and round(cost_aware.total_price, 3) == 2.104
     assert names(first_fit) == ["g4dn.12xlarge"] and first_fit.total_price == 3.912
+
+
+def test_capacity_type_spread_uses_both_capacity_types():
+    prov = provisioner(requirements=(("kubernetes.io/arch", "In", ("amd64",)),
+                                     ("topology.kubernetes.io/zone", "In", ("ap-south-1a",))))
+    pods = [pod(f"w{i}", cpu="1", labels={"app": "web"}, spec=spread("karpenter.sh/capacity-type")) for i in range(2)]
+    plan = run(pods, [prov])
+    assert sorted(n.offering.capacity_type for n in plan.new_nodes) == ["on-demand", "spot"]
+    assert sorted(n.labels["karpenter.sh/capacity-type"] for n in plan.new_nodes) == ["on-demand", "spot"]
+
+
+def test_preferred_anti_affinity_is_held_then_relaxed():
+    prov = provisioner(requirements=AMD64_OD, limits={"cpu": "2"})
+    preferred = {"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 10, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                            "labelSelector": {"matchLabels": {"app": "web"}}}}]}}}
+    pods = [pod(f"w{i}", cpu="100m", labels={"app": "web"}, spec=preferred) for i in range(3)]
+    # the limit (2 vCPU) allows one m5.large: the preference is relaxed and all three share it
+    plan = run(pods, [prov])
+    assert [(n.instance_type_options[0].name, len(n.pods)) for n in plan.new_nodes] == [("m5.large", 3)]
+    # without the limit each pod gets a node of its own
+    assert len(run(pods, [provisioner(requirements=AMD64_OD)]).new_nodes) == 3
