@@ -28,12 +28,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
-from flask import Flask, Response, request
+from flask import Flask, Response
 
 from extender import handlers
 from extender.state import ExtenderState
 from provisioner import metrics
 from provisioner.clock import Clock, RealClock
+from provisioner.webapp import RequestBodyError, metrics_response, plain, read_body
 
 log = logging.getLogger("groupless.extender")
 
@@ -43,32 +44,15 @@ DEFAULT_MAX_BODY_BYTES = 128 * 1024 * 1024
 StateProvider = Callable[[], ExtenderState]
 
 
-class _HTTPError(Exception):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-
-
 def _read_json(max_body_bytes: int) -> tuple[Any, bytes]:
-    """The decoded body and its bytes; _HTTPError 413 when too large, 400 when empty or not JSON."""
-    length = request.content_length
-    if length is not None and length > max_body_bytes:
-        raise _HTTPError(413, f"request body of {length} bytes exceeds the limit of {max_body_bytes} bytes")
-    body = request.stream.read(length if length is not None else max_body_bytes + 1)
-    if len(body) > max_body_bytes:
-        raise _HTTPError(413, f"request body exceeds the limit of {max_body_bytes} bytes")
-    if not body:
-        raise _HTTPError(400, "request body is empty: expected ExtenderArgs JSON")
+    """The decoded body and its bytes; RequestBodyError 413 when too large, 400 when empty or not JSON."""
+    body = read_body(max_body_bytes, expected="ExtenderArgs JSON")
     try:
         # orjson: strict RFC 8259 (no NaN/Infinity), UTF-8 only, nesting capped at 1,024 levels
         return orjson.loads(body), body
     except ValueError as error:  # orjson.JSONDecodeError is a json.JSONDecodeError
         reason = " ".join(str(error).split())[:200]
-        raise _HTTPError(400, f"request body is not JSON: {reason}") from None
-
-
-def _plain(status: int, text: str) -> Response:
-    return Response(text + "\n", status=status, content_type="text/plain; charset=utf-8")
+        raise RequestBodyError(400, f"request body is not JSON: {reason}") from None
 
 
 def _json(value: Any) -> Response:
@@ -147,24 +131,24 @@ def create_app(
                 args, body = _read_json(max_body_bytes)
                 result = answer(args, state_provider(), time_source.now())
                 record(verb, body)
-            except _HTTPError as error:
+            except RequestBodyError as error:
                 labels["code"] = str(error.status)
                 log.info("Rejected /%s request: %s", verb, error)
-                return _plain(error.status, f"{'bad request' if error.status == 400 else 'too large'}: {error}")
+                return plain(error.status, f"{'bad request' if error.status == 400 else 'too large'}: {error}")
             except handlers.BadRequest as error:
                 labels["code"] = "400"
                 log.info("Rejected /%s request: %s", verb, error)
-                return _plain(400, f"bad request: {error}")
+                return plain(400, f"bad request: {error}")
             except RecursionError:
                 labels["code"] = "400"
-                return _plain(400, "bad request: the request is nested too deeply")
+                return plain(400, "bad request: the request is nested too deeply")
             except Exception:  # last line of defence: answer as if we knew nothing
                 log.exception("Internal error answering /%s; answering without Groupless' rules", verb)
                 try:
                     result = _open_answer(verb, args)
                 except Exception:
                     labels["code"] = "400"
-                    return _plain(400, "bad request: unreadable ExtenderArgs")
+                    return plain(400, "bad request: unreadable ExtenderArgs")
                 labels["code"] = "200"
                 return _json(result)
             labels["code"] = "200"
@@ -181,18 +165,15 @@ def create_app(
     @app.get("/healthz")
     def healthz() -> Response:
         # liveness: the process serves (it fails open while the cache syncs, so it is useful early)
-        return _plain(200, "ok")
+        return plain(200, "ok")
 
     @app.get("/readyz")
     def readyz() -> Response:
         if ready is not None and not ready():
-            return _plain(503, "not ready: cluster state not synced")
-        return _plain(200, "ok")
+            return plain(503, "not ready: cluster state not synced")
+        return plain(200, "ok")
 
-    @app.get("/metrics")
-    def metrics_endpoint() -> Response:
-        body, content_type = metrics.exposition()
-        return Response(body, status=200, content_type=content_type)
+    app.get("/metrics")(metrics_response)
 
     return app
 

@@ -18,9 +18,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from flask import Flask, Response, request
+from flask import Flask, Response
 
 from provisioner import metrics
+from provisioner.webapp import RequestBodyError, metrics_response, plain, read_body
 from webhook.handlers import ReviewError, denied, mutate, validate
 
 log = logging.getLogger(__name__)
@@ -41,14 +42,10 @@ def _reject_constant(name: str) -> Any:
 
 def read_review() -> Any:
     """The JSON body of the current request; BadRequest when too large or not JSON."""
-    length = request.content_length
-    if length is not None and length > MAX_BODY_BYTES:
-        raise BadRequest(f"request body of {length} bytes exceeds the limit of {MAX_BODY_BYTES} bytes (3 MiB)")
-    body = request.stream.read(MAX_BODY_BYTES + 1)
-    if len(body) > MAX_BODY_BYTES:
-        raise BadRequest(f"request body exceeds the limit of {MAX_BODY_BYTES} bytes (3 MiB)")
-    if not body:
-        raise BadRequest("request body is empty: expected an AdmissionReview v1 JSON object")
+    try:
+        body = read_body(MAX_BODY_BYTES, expected="an AdmissionReview v1 JSON object", limit_note=" (3 MiB)")
+    except RequestBodyError as error:  # every unreadable body is a 400 here, too large included
+        raise BadRequest(str(error)) from None
     try:
         return json.loads(body, parse_constant=_reject_constant)
     except RecursionError:
@@ -56,10 +53,6 @@ def read_review() -> Any:
     except ValueError as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         reason = " ".join(str(error).split())[:200]
         raise BadRequest(f"request body is not JSON: {reason}") from None
-
-
-def _plain(status: int, text: str) -> Response:
-    return Response(text + "\n", status=status, content_type="text/plain; charset=utf-8")
 
 
 def _uid_of(review: Any) -> str | None:
@@ -88,16 +81,16 @@ def _admission(endpoint: str, handler: Handler) -> Response:
         except (BadRequest, ReviewError) as error:
             labels["allowed"] = "bad_request"
             log.info("Rejected /%s request: %s", endpoint, error)
-            return _plain(400, f"bad request: {error}")
+            return plain(400, f"bad request: {error}")
         except RecursionError:
             labels["allowed"] = "bad_request"
-            return _plain(400, "bad request: the object is nested too deeply")
+            return plain(400, "bad request: the object is nested too deeply")
         except Exception as error:  # the last line of defence: a user reads a denial, not a 500
             labels["allowed"] = "error"
             log.exception("Internal error answering /%s", endpoint)
             uid = _uid_of(review)
             if uid is None:
-                return _plain(400, f"bad request: {type(error).__name__}")
+                return plain(400, f"bad request: {type(error).__name__}")
             answer = denied(uid, f"internal error in the Groupless webhook: {type(error).__name__}: {error}",
                             code=500, reason="InternalError")
         else:
@@ -120,11 +113,8 @@ def create_app() -> Flask:
     @app.get("/healthz")
     @app.get("/readyz")
     def healthz() -> Response:
-        return _plain(200, "ok")
+        return plain(200, "ok")
 
-    @app.get("/metrics")
-    def metrics_endpoint() -> Response:
-        body, content_type = metrics.exposition()
-        return Response(body, status=200, content_type=content_type)
+    app.get("/metrics")(metrics_response)
 
     return app
