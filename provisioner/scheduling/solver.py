@@ -64,6 +64,11 @@ from provisioner.scheduling.requirements import (
 )
 from provisioner.scheduling.resources import ACCELERATORS, CPU, MEMORY, PODS, Resources
 
+#: Taints a node loses once it is initialised; ignored on in-flight nodes.
+_EPHEMERAL_TAINT_KEYS = frozenset({
+    wk.NOT_READY_TAINT_KEY, "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+})
 #: At most this many instance type options per planned node (the AWS provider's cut, Karpenter v1).
 MAX_INSTANCE_TYPES = 60
 #: Keys an instance type or offering fills in at launch: a pod may ask for them even when the
@@ -455,14 +460,23 @@ class _Solver:
         running = [p for n in given.nodes if not n.marked_for_deletion for p in n.pods if not p.deleting]
         self.register_groups(list(given.pods) + running)
         ordered = sorted(given.nodes, key=lambda n: (n.in_flight, n.name))
+        startup_taints = {p.name: p.spec.startup_taints for p in given.provisioners}
         for node in ordered:
             if node.marked_for_deletion:
                 continue
             labels = dict(node.labels)
             labels.setdefault(wk.HOSTNAME, node.name)
+            taints = node.taints
+            if node.in_flight:
+                # a launching node still carries taints that go away once it is initialised
+                # (Karpenter ignores them for in-flight capacity): the not-ready and
+                # uninitialised taints and its Provisioner's startupTaints
+                startup = startup_taints.get(node.provisioner or "", ())
+                taints = tuple(t for t in taints if t.key not in _EPHEMERAL_TAINT_KEYS
+                               and not any(t.key == s.key and t.effect == s.effect for s in startup))
             n = _Node(
                 index=len(self.nodes), hostname=labels[wk.HOSTNAME], reqs=Requirements.from_labels(labels),
-                taints=node.taints, requested=self.vec(node.requested), ports=list(node.host_ports), pods=[],
+                taints=taints, requested=self.vec(node.requested), ports=list(node.host_ports), pods=[],
                 existing=node, labels=labels, allocatable=self.vec(node.allocatable),
             )
             self.nodes.append(n)

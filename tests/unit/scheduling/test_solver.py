@@ -382,3 +382,22 @@ def test_preferred_anti_affinity_is_held_then_relaxed():
     assert [(n.instance_type_options[0].name, len(n.pods)) for n in plan.new_nodes] == [("m5.large", 3)]
     # without the limit each pod gets a node of its own
     assert len(run(pods, [provisioner(requirements=AMD64_OD)]).new_nodes) == 3
+
+
+def test_in_flight_node_taints_that_go_away_do_not_cause_a_second_launch():
+    from provisioner.api.types import Taint
+    from provisioner.scheduling.nodes import ClusterNode
+    from provisioner.scheduling.resources import Resources
+
+    prov = provisioner(requirements=AMD64_OD, startup_taints=[("cni.example/agent", "NoSchedule", "")])
+    launching = ClusterNode(
+        name="launching", labels={"karpenter.sh/provisioner-name": "default"}, provisioner="default", in_flight=True,
+        taints=(Taint("karpenter.sh/not-ready", "NoSchedule"), Taint("cni.example/agent", "NoSchedule")),
+        allocatable=Resources({"cpu": 3820, "memory": 10**10, "pods": 58}), requested=Resources({"cpu": 1000}))
+    plan = run([pod("p", cpu="1")], [prov], nodes=[launching])
+    assert [(e.node, [p.name for p in e.pods]) for e in plan.existing] == [("launching", ["p"])]
+    assert plan.new_nodes == ()
+    # once Ready, a node's taints are real
+    ready = ClusterNode(name="ready", labels={}, taints=(Taint("cni.example/agent", "NoSchedule"),),
+                        allocatable=launching.allocatable)
+    assert len(run([pod("p", cpu="1")], [prov], nodes=[ready]).new_nodes) == 1
