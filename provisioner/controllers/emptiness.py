@@ -71,10 +71,7 @@ class EmptinessController:
             return Result.after(expires - now)
         log.info("Triggering termination after %ds for empty node %s", ttl, name)
         self.ctx.events.normal(node, "Empty", f"Node empty since {stamp_raw} (ttlSecondsAfterEmpty={ttl}); deleting")
-        try:
-            self.ctx.kube.delete("Node", name)
-        except NotFoundError:
-            pass
+        self.ctx.delete_node(name)
         return Result.done()
 
     def _annotate(self, name: str, value: str | None) -> None:

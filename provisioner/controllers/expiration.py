@@ -32,7 +32,7 @@ from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
 from provisioner.controllers.provisioners import get_provisioner, ttl_seconds
 from provisioner.controllers.result import Result
-from provisioner.kube.api import NotFoundError, Object
+from provisioner.kube.api import Object
 
 log = logging.getLogger(__name__)
 
@@ -163,8 +163,5 @@ class ExpirationController:
         name = objects.name(node)
         log.info("Deleting expired node %s: %s", name, why)
         self.ctx.events.normal(node, "Replacing", f"Deleting expired node: {why}")
-        try:
-            self.ctx.kube.delete("Node", name)
-        except NotFoundError:
-            pass
+        self.ctx.delete_node(name)
         return Result.done()

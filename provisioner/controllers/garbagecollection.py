@@ -24,7 +24,6 @@ from provisioner.cloudprovider.types import NotFoundError as CloudNotFound
 from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
 from provisioner.controllers.result import Result
-from provisioner.kube.api import NotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +88,5 @@ class GarbageCollector:
                 continue
             log.info("Deleting node %s: its instance %s is gone", objects.name(node), provider_id)
             self.ctx.events.warning(node, "InstanceGone", f"Instance {provider_id} no longer exists; deleting node")
-            try:
-                self.ctx.kube.delete("Node", objects.name(node))
-            except NotFoundError:
-                pass
+            self.ctx.delete_node(objects.name(node))
         return Result.after(max(0.0, next_check - now))

@@ -22,7 +22,7 @@ from provisioner.api.labels import NOMINATIONS_ANNOTATION, NOT_READY_TAINT_KEY
 from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
 from provisioner.controllers.result import Result
-from provisioner.kube.api import NotFoundError, Object
+from provisioner.kube.api import Object
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +63,7 @@ class InitializationController:
                 node, "FailedToBecomeReady",
                 f"Node not Ready {int(now - created)}s after creation; terminating",
             )
-            try:
-                self.ctx.kube.delete("Node", name)
-            except NotFoundError:
-                pass
+            self.ctx.delete_node(name)
             return Result.done()
         ready_at = objects.ready_since(node) or now
         patch: dict[str, Any] = {

@@ -98,6 +98,17 @@ class Context:
         except NotFoundError:
             return None
 
+    def delete_node(self, name: str) -> None:
+        """DELETE the Node; one already gone is success.
+
+        The Node's termination finalizer then cordons, drains and terminates it (Karpenter's
+        deletion path), so this is how every lifecycle controller retires a node.
+        """
+        try:
+            self.kube.delete("Node", name)
+        except NotFoundError:
+            pass
+
     def pods(self, node_name: str) -> list[Object]:
         if self.pods_on_node is not None:
             return self.pods_on_node(node_name)

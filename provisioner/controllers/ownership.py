@@ -19,7 +19,7 @@ from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
 from provisioner.controllers.provisioners import get_provisioner
 from provisioner.controllers.result import Result
-from provisioner.kube.api import NotFoundError, Object
+from provisioner.kube.api import Object
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +56,7 @@ class OwnershipController:
             why = "was deleted" if provisioner is None or stale else "is being deleted"
             log.info("Deleting node %s: its Provisioner %s %s", name, owner_name, why)
             self.ctx.events.normal(node, "ProvisionerDeleted", f"Provisioner {owner_name} {why}; deleting node")
-            try:
-                self.ctx.kube.delete("Node", name)
-            except NotFoundError:
-                pass
+            self.ctx.delete_node(name)
             return Result.done()
         if not any(r.get("kind") == KIND and r.get("uid") == uid for r in refs):
             patch: dict[str, Any] = {"metadata": {"ownerReferences": [*refs, owner_reference(provisioner)]}}
