@@ -64,7 +64,14 @@ from provisioner.controllers.provisioning.nodes import (
     taint_dicts,
 )
 from provisioner.controllers.provisioning.selection import not_provisionable_reason, owner_kind
-from provisioner.kube.api import AlreadyExistsError, ApiError, KubeAPI, Object, WatchEvent
+from provisioner.kube.api import (
+    AlreadyExistsError,
+    ApiError,
+    KubeAPI,
+    NotFoundError,
+    Object,
+    WatchEvent,
+)
 from provisioner.kube.events import EventRecorder
 from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.instancetypes import InstanceType
@@ -463,7 +470,12 @@ class ProvisioningController:
         """The snapshot's Nodes, with our own writes it does not show yet in their place (or added)."""
         nodes = dict(snapshot.nodes)
         with self._lock:
-            nodes.update(self._written)
+            written = dict(self._written)
+        for name, node in written.items():
+            cached = nodes.get(name)
+            if cached is not None and (cached.get("metadata") or {}).get("deletionTimestamp"):
+                continue  # being deleted: newer than anything we wrote, and it must not get pods
+            nodes[name] = node
         return nodes
 
     def _nominated_uids(self, snapshot: Snapshot) -> set[str]:
@@ -553,6 +565,9 @@ class ProvisioningController:
                 else {"op": "replace", "path": path, "value": new}
             )
             return self.api.patch("Node", node_name, ops)
+        except NotFoundError:
+            log.debug("Node %s is gone; its nominations went with it", node_name)
+            return None
         except ApiError as exc:
             log.info(
                 "Nominations of node %s changed meanwhile or could not be written (%s); retrying next round",
