@@ -117,6 +117,9 @@ def node_from_manifest(
         if not isinstance(taint, Mapping) or not taint.get("key") or not taint.get("effect"):
             raise ValueError(f"node {name}: spec.taints[{i}]: expected {{key, effect}}, got {taint!r}")
         taints.append(Taint(str(taint["key"]), str(taint["effect"]), str(taint.get("value") or "")))
+    if spec.get("unschedulable") and not any(t.key == "node.kubernetes.io/unschedulable" for t in taints):
+        # a cordoned node: kube's node lifecycle controller taints it so; the scheduler honours it
+        taints.append(Taint("node.kubernetes.io/unschedulable", "NoSchedule"))
     allocatable = resource_list(status.get("allocatable") or status.get("capacity"), f"node {name}: status.allocatable")
     bound = []
     for obj in pods:

@@ -118,3 +118,11 @@ def test_node_from_manifest_counts_bound_pods_and_nominations():
     assert cn.allocatable["memory"] == 29217 * MIB
     assert (cn.provisioner, cn.in_flight, cn.marked_for_deletion) == ("default", True, False)
     assert [p.name for p in cn.pods] == ["a"]
+
+
+def test_cordoned_node_gets_the_unschedulable_taint():
+    node = {"metadata": {"name": "n"}, "spec": {"unschedulable": True},
+            "status": {"allocatable": {"cpu": "2"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+    cn = node_from_manifest(node, [])
+    assert [(t.key, t.effect) for t in cn.taints] == [("node.kubernetes.io/unschedulable", "NoSchedule")]
+    assert cn.in_flight is False
