@@ -10,7 +10,8 @@ pod and reads its constraints the same way kube-scheduler does:
   plus one pod slot;
 - a container that sets only ``limits`` gets ``requests = limits`` (what the API server's
   defaulting does, so manifests read from files size like admitted pods);
-- node selector, node affinity (required terms ORed, preferred terms by weight), tolerations,
+- node selector, node affinity (required terms ORed, preferred terms by weight; ``matchFields``
+  on ``metadata.name`` read as the hostname label), tolerations,
   topology spread constraints, pod (anti-)affinity, host ports.
 
 Malformed input raises :class:`ValueError` naming the field and value.
@@ -307,12 +308,16 @@ def _node_selector_terms(terms: Any, where: str) -> tuple[Requirements, ...]:
     result = []
     for i, term in enumerate(_list(terms, where)):
         term_map = _map(term, f"{where}[{i}]")
-        if term_map.get("matchFields"):
-            # matchFields (metadata.name) selects an existing node by name: a new node can never match.
-            raise ValueError(f"{where}[{i}].matchFields is not supported for provisioning")
+        expressions = list(_list(term_map.get("matchExpressions"), f"{where}[{i}].matchExpressions"))
+        for j, field_req in enumerate(_list(term_map.get("matchFields"), f"{where}[{i}].matchFields")):
+            # matchFields can only name metadata.name (the DaemonSet controller pins its pods so);
+            # a node's name is its hostname label, which a new node does not have yet.
+            if not isinstance(field_req, Mapping) or field_req.get("key") != "metadata.name":
+                raise ValueError(f"{where}[{i}].matchFields[{j}].key: only metadata.name is supported, got "
+                                 f"{field_req.get('key') if isinstance(field_req, Mapping) else field_req!r}")
+            expressions.append({**field_req, "key": wk.HOSTNAME})
         try:
-            result.append(Requirements.from_node_selector_requirements(
-                _list(term_map.get("matchExpressions"), f"{where}[{i}].matchExpressions")))
+            result.append(Requirements.from_node_selector_requirements(expressions))
         except (RequirementError, KeyError, TypeError) as error:
             raise ValueError(f"{where}[{i}].matchExpressions: {error}") from error
     return tuple(result)
@@ -382,7 +387,7 @@ def pod_from_manifest(obj: Mapping[str, Any], volume_requirements: Sequence[Requ
     """A :class:`Pod` from a pod object (wire form). ``volume_requirements`` from :mod:`.volumes`.
 
     Raises ValueError naming the field for malformed input (a bad quantity, an unknown
-    operator, a term without topologyKey, ``matchFields`` in a required node affinity term).
+    operator, a term without topologyKey, ``matchFields`` on a field other than metadata.name).
     """
     if not isinstance(obj, Mapping):
         raise ValueError(f"pod: expected an object, got {type(obj).__name__}")

@@ -126,3 +126,13 @@ def test_cordoned_node_gets_the_unschedulable_taint():
     cn = node_from_manifest(node, [])
     assert [(t.key, t.effect) for t in cn.taints] == [("node.kubernetes.io/unschedulable", "NoSchedule")]
     assert cn.in_flight is False
+
+
+def test_daemonset_pinned_pods_count_on_their_node():
+    ds_pod = manifest("agent-x", cpu="200m", uid="d1", spec={"nodeName": "n1", "affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}})
+    pod = pod_from_manifest(ds_pod)
+    assert str(pod.required_node_affinity[0]) == "kubernetes.io/hostname In [n1]"
+    node = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "2"}}}
+    assert node_from_manifest(node, [ds_pod]).requested == {"cpu": 200, "pods": 1}
