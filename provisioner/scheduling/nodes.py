@@ -19,7 +19,7 @@ from provisioner.api import labels as wk
 from provisioner.api import nominations
 from provisioner.api.quantity import QuantityError, parse_quantity
 from provisioner.api.types import Taint
-from provisioner.scheduling.pods import HostPort, Pod, is_terminal, pod_from_manifest
+from provisioner.scheduling.pods import HostPort, Pod, is_terminal, pod_from_manifest, pod_requests
 from provisioner.scheduling.resources import EMPTY, PODS, Resources
 
 
@@ -128,7 +128,14 @@ def node_from_manifest(
         try:
             bound.append(pod_from_manifest(obj))
         except ValueError:
-            continue  # an odd pod still counts nothing rather than stopping the snapshot
+            # an odd pod must not stop the snapshot; what it requests still counts when readable
+            try:
+                meta = obj.get("metadata") or {}
+                bound.append(Pod(uid=str(meta.get("uid") or meta.get("name") or ""),
+                                 namespace=str(meta.get("namespace") or "default"),
+                                 name=str(meta.get("name") or ""), requests=pod_requests(obj), node_name=name))
+            except (ValueError, AttributeError):
+                continue
     uids = {p.uid for p in bound}
     requested = Resources.sum(p.requests for p in bound) + nominated_requests(node, uids, now) + reserved
     disrupted = any(t.key == wk.DISRUPTED_TAINT_KEY for t in taints)
