@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableSequence, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -282,9 +282,7 @@ class FakeCloudProvider:
     def get_instance_types(self, provisioner: Provisioner) -> InstanceTypeList:
         """``instance_types`` with offerings in the ICE cache marked unavailable."""
         with self._lock:
-            self.calls.append(("get_instance_types", provisioner))
-            self.instance_types_calls.append(provisioner)
-            self._raise_pending("next_instance_types_error")
+            self._record("get_instance_types", provisioner, self.instance_types_calls, "next_instance_types_error")
             blocked = self.unavailable.snapshot()
             if not blocked:
                 return list(self.instance_types)
@@ -306,9 +304,7 @@ class FakeCloudProvider:
         allowed offering is in ``insufficient_capacity``, LaunchError when there are no options.
         """
         with self._lock:
-            self.calls.append(("create", request))
-            self.create_calls.append(request)
-            self._raise_pending("next_error")
+            self._record("create", request, self.create_calls, "next_error")
             for instance in self._instances.values():
                 if instance.request_id == request.id and not instance.terminated:
                     return instance.machine
@@ -340,9 +336,7 @@ class FakeCloudProvider:
     def delete(self, provider_id: str) -> None:
         """Terminate; an unknown or terminated instance is success."""
         with self._lock:
-            self.calls.append(("delete", provider_id))
-            self.delete_calls.append(provider_id)
-            self._raise_pending("next_delete_error")
+            self._record("delete", provider_id, self.delete_calls, "next_delete_error")
             instance = self._instances.get(provider_id)
             if instance is not None:
                 instance.terminated = True
@@ -350,9 +344,7 @@ class FakeCloudProvider:
     def get(self, provider_id: str) -> Machine:
         """The live machine, or NotFoundError."""
         with self._lock:
-            self.calls.append(("get", provider_id))
-            self.get_calls.append(provider_id)
-            self._raise_pending("next_get_error")
+            self._record("get", provider_id, self.get_calls, "next_get_error")
             instance = self._instances.get(provider_id)
             if instance is None or instance.terminated:
                 raise NotFoundError(f"instance {provider_id} not found")
@@ -361,11 +353,19 @@ class FakeCloudProvider:
     def list(self) -> MachineList:
         """Live machines, sorted by provider ID."""
         with self._lock:
-            self.calls.append(("list", None))
-            self._raise_pending("next_list_error")
+            self._record("list", None, None, "next_list_error")
             return self.machines
 
     # ------------------------------------------------------------------ internals
+    def _record(
+        self, method: str, argument: Any, method_calls: MutableSequence[Any] | None, pending_error: str
+    ) -> None:
+        """Log the call in ``calls`` (and ``method_calls``), then raise the queued ``pending_error`` once."""
+        self.calls.append((method, argument))
+        if method_calls is not None:
+            method_calls.append(argument)
+        self._raise_pending(pending_error)
+
     def _raise_pending(self, attribute: str) -> None:
         error = getattr(self, attribute)
         if error is not None:
