@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from provisioner.api.labels import DISRUPTED_TAINT_KEY, NOT_READY_TAINT_KEY
 from provisioner.clock import rfc3339
@@ -91,10 +91,7 @@ class ExpirationController:
             return Result.after(expires - now)
         name = objects.name(node)
         if not objects.has_taint(node, DISRUPTED_TAINT_KEY):
-            patch: dict[str, Any] = {"spec": {"taints": [*objects.taints(node), DISRUPTED_TAINT]}}
-            rv = objects.meta(node).get("resourceVersion")
-            if rv:
-                patch["metadata"] = {"resourceVersion": rv}
+            patch = objects.guarded(node, {"spec": {"taints": [*objects.taints(node), DISRUPTED_TAINT]}})
             self.ctx.kube.patch("Node", name, patch)  # a stale read ends here in a 409: no second event
             log.info("Triggering termination for expired node %s after %ds (created %s)", name, ttl, rfc3339(created))
             self.ctx.events.normal(node, "Expired", f"Node expired after ttlSecondsUntilExpired={ttl}s; replacing")
@@ -123,13 +120,10 @@ class ExpirationController:
         if not objects.has_taint(node, DISRUPTED_TAINT_KEY) and replacements(node) is None:
             return Result.done()
         name = objects.name(node)
-        patch: dict[str, Any] = {
+        patch = objects.guarded(node, {
             "metadata": {"annotations": {REPLACEMENTS_ANNOTATION: None}},
             "spec": {"taints": [t for t in objects.taints(node) if t.get("key") != DISRUPTED_TAINT_KEY]},
-        }
-        rv = objects.meta(node).get("resourceVersion")
-        if rv:
-            patch["metadata"]["resourceVersion"] = rv
+        })
         self.ctx.kube.patch("Node", name, patch)
         log.info("Expiry of node %s cancelled (ttlSecondsUntilExpired changed); removed taint %s", name,
                  DISRUPTED_TAINT_KEY)

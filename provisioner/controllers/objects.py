@@ -123,6 +123,19 @@ def meta(obj: Object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def guarded(obj: Object, patch: dict[str, Any]) -> dict[str, Any]:
+    """``patch`` (a JSON merge patch) made conditional on ``obj``'s resourceVersion, when it has one.
+
+    The API server then answers 409 Conflict if the object changed since ``obj`` was read, so a
+    list replaced from a stale copy (taints, finalizers, ownerReferences) never drops another
+    writer's entry. Returns ``patch`` itself, ``metadata.resourceVersion`` added.
+    """
+    rv = meta(obj).get("resourceVersion")
+    if rv:
+        patch.setdefault("metadata", {})["resourceVersion"] = rv
+    return patch
+
+
 def name(obj: Object) -> str:
     return str(meta(obj).get("name") or "")
 

@@ -59,9 +59,6 @@ class OwnershipController:
             self.ctx.delete_node(name)
             return Result.done()
         if not any(r.get("kind") == KIND and r.get("uid") == uid for r in refs):
-            patch: dict[str, Any] = {"metadata": {"ownerReferences": [*refs, owner_reference(provisioner)]}}
-            rv = objects.meta(node).get("resourceVersion")
-            if rv:
-                patch["metadata"]["resourceVersion"] = rv
+            patch = objects.guarded(node, {"metadata": {"ownerReferences": [*refs, owner_reference(provisioner)]}})
             self.ctx.kube.patch("Node", name, patch)
         return Result.done()

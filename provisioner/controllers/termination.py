@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
 
 from provisioner import metrics
 from provisioner.api.labels import (
@@ -125,10 +124,7 @@ class TerminationController:
         current = finalizers(node)
         if TERMINATION_FINALIZER in current:
             return Result.done()
-        patch: dict[str, Any] = {"metadata": {"finalizers": [*current, TERMINATION_FINALIZER]}}
-        rv = objects.meta(node).get("resourceVersion")
-        if rv:
-            patch["metadata"]["resourceVersion"] = rv
+        patch = objects.guarded(node, {"metadata": {"finalizers": [*current, TERMINATION_FINALIZER]}})
         self.ctx.kube.patch("Node", objects.name(node), patch)
         return Result.done()
 
@@ -172,10 +168,7 @@ class TerminationController:
                 log.error("Failed to terminate instance %s of node %s: %s", provider_id, name, error)
                 return Result.after(POLL_INTERVAL)
         remaining = [f for f in finalizers(node) if f != TERMINATION_FINALIZER]
-        patch: dict[str, Any] = {"metadata": {"finalizers": remaining or None}}
-        rv = objects.meta(node).get("resourceVersion")
-        if rv:
-            patch["metadata"]["resourceVersion"] = rv
+        patch = objects.guarded(node, {"metadata": {"finalizers": remaining or None}})
         try:
             self.ctx.kube.patch("Node", name, patch)  # a stale read ends here in a 409, before the event
         except NotFoundError:

@@ -131,3 +131,13 @@ def test_workqueue_dedupes_keeps_earliest_and_never_hands_out_twice() -> None:
     assert [queue.add_rate_limited("b") for _ in range(4)] == [0.1, 0.2, 0.4, 0.8]
     queue.forget("b")
     assert queue.add_rate_limited("b") == 0.1
+
+
+def test_guarded_patch_carries_the_read_resource_version_only_when_there_is_one() -> None:
+    node = {"metadata": {"name": "n1", "resourceVersion": "42"}}
+    assert objects.guarded(node, {"metadata": {"finalizers": None}}) == {
+        "metadata": {"finalizers": None, "resourceVersion": "42"}}
+    assert objects.guarded(node, {"spec": {"taints": []}}) == {
+        "spec": {"taints": []}, "metadata": {"resourceVersion": "42"}}
+    assert objects.guarded({"metadata": {"name": "n1"}}, {"spec": {"taints": []}}) == {"spec": {"taints": []}}
+    assert objects.guarded({"metadata": "odd"}, {"spec": {}}) == {"spec": {}}
