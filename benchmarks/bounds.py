@@ -3,7 +3,10 @@
 Lower bound: pods are split by accelerator need (GPU exclusivity: accelerator types only
 serve pods that ask for one); within each part, for every resource, the total request
 divided by the best allocatable-per-dollar among the allowed types, taking the max over
-resources; the parts are summed. No plan can cost less.
+resources; the parts are summed. A tighter one solves the fractional-node linear program
+(minimise the price of a fractional mix of types covering cpu and memory, or a GPU count and
+cpu, after a per-node DaemonSet overhead) exactly by enumerating vertices; the larger of the
+two is reported. No plan can cost less.
 
 First-fit-decreasing (Karpenter v0.6.3's packer, the FFD the issue compares against): pods by
 cpu then memory descending; a node is filled from the largest allowed type in that order
@@ -41,8 +44,59 @@ def _parts(pods: Sequence[Pod], types: Sequence[InstanceType]) -> list[tuple[lis
     return parts
 
 
-def lower_bound(pods: Sequence[Pod], types: Sequence[InstanceType]) -> float:
-    """USD/h no plan for ``pods`` can go below (see module docstring)."""
+def _pair_lp(need: tuple[float, float], rows: list[tuple[float, float, float]]) -> float:
+    """min sum(price x) s.t. sum(alloc x) >= need over two resources, x >= 0 (fractional nodes).
+
+    An optimal vertex uses one type or two types with both constraints tight, so trying every
+    single type and every pair solves it exactly (rows: (alloc0, alloc1, price)).
+    """
+    best = float("inf")
+    n0, n1 = need
+    for a0, a1, price in rows:
+        if (a0 > 0 or n0 <= 0) and (a1 > 0 or n1 <= 0):
+            best = min(best, price * max(n0 / a0 if n0 > 0 else 0.0, n1 / a1 if n1 > 0 else 0.0))
+    for i, (a0, a1, pa) in enumerate(rows):
+        for b0, b1, pb in rows[i + 1:]:
+            det = a0 * b1 - a1 * b0
+            if abs(det) < 1e-12:
+                continue
+            xa = (n0 * b1 - n1 * b0) / det
+            xb = (a0 * n1 - a1 * n0) / det
+            if xa >= 0 and xb >= 0:
+                best = min(best, pa * xa + pb * xb)
+    return best
+
+
+def lp_bound(pods: Sequence[Pod], types: Sequence[InstanceType], per_node: Resources = Resources()) -> float:
+    """The fractional-node LP bound over each pair of resources (a relaxation, so still a bound).
+
+    ``per_node`` is an overhead every node carries (a DaemonSet that tolerates everything),
+    taken off each type's allocatable.
+    """
+    total = 0.0
+    for group, allowed in _parts(pods, types):
+        need = Resources.sum(p.requests for p in group)
+        names = [n for n in ("cpu", "memory", "nvidia.com/gpu") if need.get(n)]
+        best = 0.0
+        for i, r0 in enumerate(names):
+            for r1 in names[i + 1:]:
+                rows = []
+                for t in allowed:
+                    price = _price(t)
+                    alloc = t.allocatable - per_node
+                    if price and alloc.get(r0) > 0 and alloc.get(r1) > 0:
+                        rows.append((float(alloc.get(r0)), float(alloc.get(r1)), price))
+                best = max(best, _pair_lp((float(need[r0]), float(need[r1])), rows))
+        total += best
+    return total
+
+
+def lower_bound(pods: Sequence[Pod], types: Sequence[InstanceType], per_node: Resources = Resources()) -> float:
+    """USD/h no plan for ``pods`` can go below: the larger of the per-resource and LP bounds."""
+    return max(_resource_bound(pods, types), lp_bound(pods, types, per_node))
+
+
+def _resource_bound(pods: Sequence[Pod], types: Sequence[InstanceType]) -> float:
     total = 0.0
     for group, allowed in _parts(pods, types):
         need = Resources.sum(p.requests for p in group)

@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     if profiler:
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
     placed = [p for n in plan.new_nodes for p in n.pods]
-    bound = lower_bound(placed, types)
+    every_node = daemonsets[0].requests - {"pods": 0}  # the log agent tolerates everything: on every node
+    bound = lower_bound(placed, types, every_node)
     ffd_plan = solve_first_fit(given)
     ffd = ffd_plan.total_price
     ffd062 = ffd_price(placed, types)
