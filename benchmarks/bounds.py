@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.pods import Pod
-from provisioner.scheduling.resources import ACCELERATORS, Resources
+from provisioner.scheduling.resources import ACCELERATORS, EMPTY, Resources
 
 TypeFilter = Callable[[Pod, InstanceType], bool]
 
@@ -67,7 +67,7 @@ def _pair_lp(need: tuple[float, float], rows: list[tuple[float, float, float]]) 
     return best
 
 
-def lp_bound(pods: Sequence[Pod], types: Sequence[InstanceType], per_node: Resources = Resources()) -> float:
+def lp_bound(pods: Sequence[Pod], types: Sequence[InstanceType], per_node: Resources = EMPTY) -> float:
     """The fractional-node LP bound over each pair of resources (a relaxation, so still a bound).
 
     ``per_node`` is an overhead every node carries (a DaemonSet that tolerates everything),
@@ -91,7 +91,7 @@ def lp_bound(pods: Sequence[Pod], types: Sequence[InstanceType], per_node: Resou
     return total
 
 
-def lower_bound(pods: Sequence[Pod], types: Sequence[InstanceType], per_node: Resources = Resources()) -> float:
+def lower_bound(pods: Sequence[Pod], types: Sequence[InstanceType], per_node: Resources = EMPTY) -> float:
     """USD/h no plan for ``pods`` can go below: the larger of the per-resource and LP bounds."""
     return max(_resource_bound(pods, types), lp_bound(pods, types, per_node))
 
