@@ -23,16 +23,35 @@ class RequestBodyError(ValueError):
         self.status = status
 
 
+#: How much of an over-limit body is read and thrown away (64 KiB at a time, never held) before
+#: the 413 goes out. A client still sending when the server answers and closes would otherwise
+#: see a connection reset or TLS EOF instead of the 413 and its reason; past this amount the
+#: server stops reading and the client may see the reset.
+DRAIN_LIMIT_BYTES = 16 * 1024 * 1024
+_CHUNK = 64 * 1024
+
+
+def _discard(amount: int) -> None:
+    remaining = amount
+    while remaining > 0:
+        chunk = request.stream.read(min(_CHUNK, remaining))
+        if not chunk:
+            return
+        remaining -= len(chunk)
+
+
 def read_body(max_bytes: int, *, expected: str, limit_note: str = "") -> bytes:
     """The raw body of the current flask request, at most ``max_bytes`` bytes.
 
-    Raises RequestBodyError 413 when ``Content-Length`` exceeds ``max_bytes`` (nothing is read)
+    Raises RequestBodyError 413 when ``Content-Length`` exceeds ``max_bytes`` (up to
+    :data:`DRAIN_LIMIT_BYTES` of it are read and discarded, none kept, so the caller sees the 413)
     or the body turns out longer (chunked uploads; ``max_bytes + 1`` bytes at most are read),
     with the reason ``request body [of N bytes] exceeds the limit of M bytes<limit_note>``; 400
     when it is empty (``request body is empty: expected <expected>``).
     """
     length = request.content_length
     if length is not None and length > max_bytes:
+        _discard(min(length, DRAIN_LIMIT_BYTES))
         raise RequestBodyError(413, f"request body of {length} bytes exceeds the limit of {max_bytes} bytes{limit_note}")
     body = request.stream.read(length if length is not None else max_bytes + 1)
     if len(body) > max_bytes:
