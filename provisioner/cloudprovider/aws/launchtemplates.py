@@ -20,7 +20,7 @@ import hashlib
 import json
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -225,14 +225,22 @@ class LaunchTemplates:
         with self._lock:
             self._known.clear()
 
-    def delete_unused(self, cluster_name: str, in_use_ids: set[str], min_age_seconds: float) -> list[str]:
+    def delete_unused(
+        self,
+        cluster_name: str,
+        in_use_ids: set[str],
+        min_age_seconds: float,
+        in_use_names: Collection[str] = (),
+    ) -> list[str]:
         """Delete this cluster's generated templates that nothing needs; the names deleted, sorted.
 
-        A template is kept when a live instance was launched from it (``in_use_ids``: the
-        ``aws:ec2launchtemplate:id`` tags EC2 puts on instances), when it is younger than
-        ``min_age_seconds``, or when this process used it within ``min_age_seconds``.
-        Raises LaunchError (from the botocore error) when listing fails; a template already
-        gone is skipped.
+        A template is kept when a live instance was launched from it (``in_use_ids``: template
+        IDs, from the ``aws:ec2launchtemplate:id`` tags EC2 puts on instances launched from a
+        template; ``in_use_names``: template names, for instances whose launch the caller
+        recorded itself, e.g. where that tag is missing), when it is younger than
+        ``min_age_seconds`` (EC2's ``CreateTime`` against the clock's wall time), or when this
+        process used it within ``min_age_seconds``. Raises LaunchError (from the botocore
+        error) when listing fails; a template already gone is skipped.
         """
         prefix = f"{LAUNCH_TEMPLATE_PREFIX}/{cluster_name}/"
         now_wall = self._clock.now()
@@ -257,6 +265,7 @@ class LaunchTemplates:
             if (
                 not name.startswith(prefix)
                 or template.get("LaunchTemplateId") in in_use_ids
+                or name in in_use_names
                 or age < min_age_seconds
                 or (used is not None and now - used < min_age_seconds)
             ):

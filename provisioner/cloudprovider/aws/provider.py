@@ -8,7 +8,9 @@ class only fetches, caches and sends, and translates botocore errors into the ty
 Caches (all on the injected clock): subnets and security groups per selector (60 s), the raw
 instance-type catalog and zone offerings (5 min), converted instance types per (zones,
 kubelet, storage, prices, unavailable offerings), AMI parameters (5 min), launch template names
-(for the process), and offerings that failed with insufficient capacity (3 min).
+(for the process), the templates of instances it launched (while they live; template garbage
+collection falls back on them where EC2 lacks the ``aws:ec2launchtemplate:id`` tag), and
+offerings that failed with insufficient capacity (3 min).
 
 Idempotency of ``create``: before launching, instances tagged
 ``groupless.dev/node-request=<id>`` (and owned by this cluster) that are pending or running are
@@ -158,6 +160,10 @@ class AWSCloudProvider:
         self._selected: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, list[dict[str, Any]]]] = {}
         self.catalog = catalog or RawCatalog()
         self._converted: dict[Any, list[InstanceType]] = {}
+        # instance ID -> (launch template names, clock.monotonic() when launched): which generated
+        # templates this process's launches use, for delete_unused_launch_templates when instances
+        # lack EC2's aws:ec2launchtemplate:id tag (moto's CreateFleet never sets it).
+        self._launched_from: dict[str, tuple[frozenset[str], float]] = {}
 
     @classmethod
     def from_settings(
@@ -395,6 +401,7 @@ class AWSCloudProvider:
             ) from error
         result = parse_create_fleet_output(response, capacity_type, {s.subnet_id: s.zone for s in subnets})
         instance = self._first_instance(request, result)
+        self._record_launch(instance.instance_id, instance.instance_type, templates)
         machine = self._describe_launched(instance.instance_id, request)
         launched_type = next((t for t in options if t.name == machine.instance_type), None)
         if launched_type is not None:  # the shape labels (karpenter.k8s.aws/instance-*) and arch, os
@@ -465,20 +472,47 @@ class AWSCloudProvider:
     def delete_unused_launch_templates(self, min_age_seconds: float = 3600.0) -> tuple[str, ...]:
         """Delete generated launch templates no live instance of this cluster uses (see LaunchTemplates.delete_unused).
 
-        Meant for the leader's garbage collection; returns the names deleted.
+        "In use" is a live instance's ``aws:ec2launchtemplate:id`` tag (EC2 sets it on instances
+        launched from a template), or, for instances this process launched, the template recorded
+        at launch: that covers EC2 implementations without the tag (moto's CreateFleet) and is
+        forgotten once the instance is no longer live. Meant for the leader's garbage collection;
+        returns the names deleted. Raises LaunchError when listing instances or templates fails.
         """
+        started = self.clock.monotonic()
+        live = self._live_instances()
         in_use = {
             tag["Value"]
-            for instance in self._live_instances()
+            for instance in live
             for tag in instance.get("Tags", []) or []
             if tag.get("Key") == "aws:ec2launchtemplate:id"
         }
-        deleted = self.launch_templates.delete_unused(self.settings.cluster_name, in_use, min_age_seconds)
+        live_ids = {str(instance.get("InstanceId", "")) for instance in live}
+        with self._lock:
+            # Forget launches whose instance is gone; keep ones newer than the listing (not visible yet).
+            for instance_id in [
+                i for i, (_, at) in self._launched_from.items() if i not in live_ids and at < started
+            ]:
+                del self._launched_from[instance_id]
+            in_use_names = {
+                name
+                for instance_id, (names, _) in self._launched_from.items()
+                if instance_id in live_ids
+                for name in names
+            }
+        deleted = self.launch_templates.delete_unused(
+            self.settings.cluster_name, in_use, min_age_seconds, in_use_names=in_use_names
+        )
         for name in deleted:
             log.info("Deleted unused launch template %s", name)
         return tuple(deleted)
 
     # ------------------------------------------------------------------ launch internals
+    def _record_launch(self, instance_id: str, instance_type: str, templates: Mapping[str, str]) -> None:
+        """Remember the template(s) ``instance_id`` was launched from (all of the fleet's if its type is unknown)."""
+        names = frozenset([templates[instance_type]] if instance_type in templates else templates.values())
+        with self._lock:
+            self._launched_from[instance_id] = (names, self.clock.monotonic())
+
     def _instance_tags(self, request: NodeRequest) -> dict[str, str]:
         provisioner = request.provisioner
         tags = {"Name": f"{wk.PROVISIONER_NAME}/{provisioner.name}"}

@@ -288,11 +288,16 @@ def test_unused_launch_templates_are_deleted(provider, provisioner, ec2, clock):
         node_request(provider, provisioner, ["c5.xlarge"], labels, node_labels={"gc": "test"})
     )
     name = calls[0]["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
-    assert name not in provider.delete_unused_launch_templates(min_age_seconds=0)  # a live instance uses it
+    # The fake clock started before the catalog fetch and the launch: ages count from EC2's CreateTime.
+    (template,) = ec2.describe_launch_templates(LaunchTemplateNames=[name])["LaunchTemplates"]
+    clock.advance(template["CreateTime"].timestamp() + 3601 - clock.now())
+    # Old enough and not used by this process for an hour: only the live instance keeps it. moto's
+    # CreateFleet sets no aws:ec2launchtemplate:id tag, so that is the template recorded at launch.
+    assert name not in provider.delete_unused_launch_templates(min_age_seconds=3600)
     provider.delete(machine.provider_id)
     for _ in range(2):
         ec2.describe_instances(InstanceIds=[machine.instance_id])  # moto: shutting-down, then terminated
-    clock.advance(3601)
+    assert name not in provider.delete_unused_launch_templates(min_age_seconds=7200)  # unused, but young
     assert name in provider.delete_unused_launch_templates(min_age_seconds=3600)
     assert not ec2.describe_launch_templates(Filters=[{"Name": "launch-template-name", "Values": [name]}])[
         "LaunchTemplates"
