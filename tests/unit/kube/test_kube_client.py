@@ -323,3 +323,78 @@ def test_connection_errors_are_service_unavailable():
         kube.create("Node", {"metadata": {"name": "n1"}})
     assert err.value.status == 503
     kube.close()
+
+
+def pool_maxsize(kube):
+    """The maxsize urllib3's pool manager really uses, besides what the configuration says."""
+    configured = kube.api_client.configuration.connection_pool_maxsize
+    return configured, kube.api_client.rest_client.pool_manager.connection_pool_kw["maxsize"]
+
+
+def test_pool_size_of_a_callers_api_client(server):
+    cfg = k8s_client.Configuration()
+    cfg.host = server.url
+    assert cfg.connection_pool_maxsize != 32  # the kubernetes client's default: cpu_count * 5
+    kube = KubeClient(k8s_client.ApiClient(cfg), qps=0)
+    assert pool_maxsize(kube) == (32, 32)
+    server.routes[("GET", "/api/v1/nodes/n1")] = (200, {"metadata": {"name": "n1"}})
+    assert kube.get("Node", "n1")["metadata"]["name"] == "n1"  # the rebuilt pool works
+    kube.close()
+    bigger = KubeClient(k8s_client.ApiClient(k8s_client.Configuration()), pool_size=48)
+    assert pool_maxsize(bigger) == (48, 48)
+    with pytest.raises(ValueError, match="pool_size must be at least 1, got 0"):
+        KubeClient(k8s_client.ApiClient(k8s_client.Configuration()), pool_size=0)
+
+
+def test_pool_size_in_cluster(tmp_path, monkeypatch):
+    from kubernetes.config import incluster_config
+
+    token, ca = tmp_path / "token", tmp_path / "ca.crt"
+    token.write_text("sa-token")
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(ca))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    kube = KubeClient.from_kubeconfig(None)
+    assert kube.api_client.configuration.host == "https://10.96.0.1:443"
+    assert pool_maxsize(kube) == (32, 32)
+    kube.close()
+    sized = KubeClient.from_kubeconfig(None, pool_size=20)
+    assert pool_maxsize(sized) == (20, 20)
+    sized.close()
+
+
+@pytest.mark.parametrize(("pool_size", "discarded"), [(4, True), (32, False)])
+def test_sixteen_concurrent_requests_keep_their_connections(server, caplog, pool_size, discarded):
+    """The provisioning controller's 16 launch threads at once: every connection goes back to the pool."""
+    threads = 16
+    server.httpd.RequestHandlerClass.protocol_version = "HTTP/1.1"  # keep-alive, as kube-apiserver
+    barrier = threading.Barrier(threads, timeout=10)
+
+    def all_at_once(query):
+        barrier.wait()  # every request holds its own connection until all 16 are open
+        return 200, {"metadata": {"name": "n1"}}
+
+    server.routes[("GET", "/api/v1/nodes/n1")] = all_at_once
+    cfg = k8s_client.Configuration()
+    cfg.host = server.url
+    kube = KubeClient(k8s_client.ApiClient(cfg), qps=0, pool_size=pool_size)
+    names, errors = [], []
+
+    def get():
+        try:
+            names.append(kube.get("Node", "n1")["metadata"]["name"])
+        except Exception as error:  # noqa: BLE001 - surfaced by the assertion below
+            errors.append(error)
+
+    with caplog.at_level("WARNING", logger="urllib3.connectionpool"):
+        workers = [threading.Thread(target=get) for _ in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=20)
+    kube.close()
+    assert (names, errors) == (["n1"] * threads, [])
+    full = [r for r in caplog.records if "Connection pool is full" in r.getMessage()]
+    assert bool(full) is discarded
