@@ -31,6 +31,7 @@ any option), so a burst never overshoots a limit.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -261,6 +262,7 @@ class _Template:
     reserved: Vec
     allow_undefined: frozenset[str]
     limit_names: tuple[str, ...]
+    limit_dim: int = -1  # index of the first limited resource in the solver's dims (-1: none)
     compat_cache: dict[Requirements, str | None] = field(default_factory=dict)
     types_cache: dict[tuple[Requirements, bool], list[_Type]] = field(default_factory=dict)
     fit_cache: dict[tuple[Requirements, bool, Vec], list[_Type]] = field(default_factory=dict)
@@ -282,6 +284,7 @@ class _Node:
     allocatable: Vec = ()
     options: list[_Type] = field(default_factory=list)
     max_alloc: Vec = ()
+    max_capacity: Vec = ()
     reserved: Vec = ()
     accel: bool | None = None
     price: float = 0.0
@@ -369,7 +372,8 @@ class _Solver:
         self.new_nodes: list[_Node] = []
         self.shapes: dict[tuple[Any, ...], _Shape] = {}
         self.domain_cache: dict[tuple[Requirements, str], frozenset[str]] = {}
-        self.envelope_cache: dict[int, tuple[list[_Type], Vec]] = {}
+        self.envelope_cache: dict[int, tuple[list[_Type], Vec, Vec]] = {}
+        self.limit_cache: dict[tuple[int, int], tuple[list[_Type], list[int], list[Vec]]] = {}
         self.possible_cache: dict[tuple[Any, ...], tuple[list[_Type], frozenset[str]]] = {}
         self.pin_cache: dict[tuple[Any, ...], tuple[list[_Type], Requirements, list[_Type]]] = {}
         self.standalone_cache: dict[tuple[Any, ...], float] = {}
@@ -428,6 +432,7 @@ class _Solver:
                 index=index, provisioner=p, reqs=reqs, taints=taints, labels=p.labels_with_name, types=types,
                 limits=self.vec(limits) if limits is not None else None, usage=usage, reserved=self.zero,
                 allow_undefined=_LAUNCH_KEYS | frozenset(type_keys), limit_names=limit_names,
+                limit_dim=next((self.dims.index(n) for n in limit_names if n in self.dims), -1),
             ))
         return templates
 
@@ -737,6 +742,12 @@ class _Solver:
         total = _add(node.requested, view.vec)
         if not _fits(total, node.max_alloc):
             return _NEVER
+        template = node.template
+        assert template is not None
+        if template.limits is not None and not _fits(total, self._limit_envelope(node)):
+            # no option this node may still grow into within the limits holds the pod: fail
+            # before topology and pricing (a Provisioner at its limit refuses every pod cheaply)
+            return _NEVER
         if pod.tolerations != () or node.taints:
             if tolerates_all(pod.tolerations, node.taints, view.prefer_no_schedule) is not None:
                 return _NEVER
@@ -771,8 +782,6 @@ class _Solver:
                 options = [t for t in options if not any(hp.conflicts(o) for hp in pod.host_ports for o in t.ds_ports)]
                 if not _any_fit(options, total):
                     continue
-            template = node.template
-            assert template is not None
             priced = self._price_after(node, options, reqs, total)
             if priced is None or (self.cost_aware
                                   and priced[0] - node.price > self._standalone(view, template, alt) + 1e-9):
@@ -838,12 +847,13 @@ class _Solver:
         node.compat = {}
         cached = self.envelope_cache.get(id(options))
         if cached is None or cached[0] is not options:
-            max_alloc = options[0].alloc
+            max_alloc, max_capacity = options[0].alloc, options[0].capacity
             for t in options[1:]:
                 max_alloc = _vmax(max_alloc, t.alloc)
-            cached = (options, max_alloc)
+                max_capacity = _vmax(max_capacity, t.capacity)
+            cached = (options, max_alloc, max_capacity)
             self.envelope_cache[id(options)] = cached
-        node.max_alloc = cached[1]
+        node.max_alloc, node.max_capacity = cached[1], cached[2]
 
     def _open(self, view: _View, cons: list[_Constraint], alternatives: list[Requirements], template: _Template) -> str | None:
         pod = view.pod
@@ -902,8 +912,7 @@ class _Solver:
                 last = topo_reason
                 continue
             if pins:
-                reqs = reqs & Requirements(Requirement.of(k, IN, (v,)) for k, v in pins.items())
-                options = [t for t in options if _type_ok(t, reqs)]
+                reqs, options = self._pinned(reqs, options, pins)
                 if not options:
                     last = "no instance type offers the topology domain"
                     continue
@@ -1051,6 +1060,41 @@ class _Solver:
         assert template is not None and template.limits is not None
         budget = _sub(_sub(template.limits, template.usage), _sub(template.reserved, node.reserved or self.zero))
         return _fits_named(capacity, budget, template, self.dims)
+
+    def _limit_envelope(self, node: _Node) -> Vec:
+        """Largest allocatable (per resource) among ``node``'s options it may grow into within limits.
+
+        An option qualifies when its capacity of the first limited resource (cpu for the usual
+        Provisioner) fits ``limits - usage - (reserved - node.reserved)``, the budget
+        :meth:`_within_limits` checks. Every option a placement could pick (narrowed, pinned or
+        port-filtered) is one of ``node.options`` and must meet that budget, so a pod whose total
+        does not fit this envelope cannot join the node: a necessary condition (exact with one
+        limited resource, looser with several), never a wrong refusal. O(log options): the
+        options sorted by that capacity with prefix maxima of allocatable are cached per list.
+        """
+        template = node.template
+        assert template is not None and template.limits is not None
+        dim = template.limit_dim
+        if dim < 0:
+            return node.max_alloc
+        headroom = template.limits[dim] - template.usage[dim] - template.reserved[dim] + (
+            node.reserved[dim] if node.reserved else 0)
+        if node.max_capacity[dim] <= headroom:
+            return node.max_alloc  # every option is within the limits: nothing to cut
+        options = node.options
+        cached = self.limit_cache.get((id(options), dim))
+        if cached is None or cached[0] is not options:
+            ordered = sorted(options, key=lambda t: t.capacity[dim])
+            capacities, envelopes = [], []
+            envelope = self.zero
+            for t in ordered:
+                envelope = _vmax(envelope, t.alloc)
+                capacities.append(t.capacity[dim])
+                envelopes.append(envelope)
+            cached = (options, capacities, envelopes)
+            self.limit_cache[(id(options), dim)] = cached
+        count = bisect_right(cached[1], headroom)
+        return cached[2][count - 1] if count else self.zero
 
     def _planned(self, node: _Node) -> PlannedNode:
         template = node.template
