@@ -69,7 +69,11 @@ def _cluster_state(kubeconfig: str | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    configure_logging(getattr(args, "log_level", None), getattr(args, "log_format", None))
+    try:
+        configure_logging(getattr(args, "log_level", None), getattr(args, "log_format", None))
+    except ValueError as error:  # LoggingConfigError: names the flag or variable and the value
+        print(f"groupless extender: {error}", file=sys.stderr)
+        return 2
     from extender.app import create_app, create_app_for_cluster
     from extender.state import EMPTY_STATE
     from provisioner.serving import serve_from_flags

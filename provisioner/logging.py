@@ -38,15 +38,57 @@ from typing import IO, Any
 LEVEL_ENV = "GROUPLESS_LOG_LEVEL"
 FORMAT_ENV = "GROUPLESS_LOG_FORMAT"
 
+#: The values ``--log-level``/``GROUPLESS_LOG_LEVEL`` take, in every process (controller, webhook,
+#: extender), any case. One definition, so a Deployment's environment works for all three.
+LEVEL_NAMES = ("debug", "info", "warning", "error")
 LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
     "warning": logging.WARNING,
-    "warn": logging.WARNING,
     "error": logging.ERROR,
-    "critical": logging.CRITICAL,
 }
+#: The values ``--log-format``/``GROUPLESS_LOG_FORMAT`` take.
 FORMATS = ("text", "json")
+LEVEL_FLAG = "--log-level"
+FORMAT_FLAG = "--log-format"
+
+
+class LoggingConfigError(ValueError):
+    """A bad log level or format; the message names the flag, the variable and the value, on one line."""
+
+
+def level_name(text: str) -> str:
+    """``text`` as one of :data:`LEVEL_NAMES` (surrounding space and case ignored).
+
+    Raises ValueError ``expected one of debug, info, warning, error, got 'loud'``. The
+    controller's settings parse ``--log-level`` with it too.
+    """
+    value = text.strip().lower()
+    if value not in LEVELS:
+        raise ValueError(f"expected one of {', '.join(LEVEL_NAMES)}, got {text!r}")
+    return value
+
+
+def format_name(text: str) -> str:
+    """``text`` as one of :data:`FORMATS` (space and case ignored); ValueError naming the value otherwise."""
+    value = text.strip().lower()
+    if value not in FORMATS:
+        raise ValueError(f"expected one of {', '.join(FORMATS)}, got {text!r}")
+    return value
+
+
+def _resolve(value: str | None, flag: str, env: str, default: str, parse: Any) -> str:
+    """The flag's value, else the variable's, else ``default``, parsed; LoggingConfigError naming the source."""
+    source = flag
+    if not value:
+        value, source = os.environ.get(env), env
+    if not value:
+        return str(default)
+    try:
+        return str(parse(value))
+    except ValueError as error:
+        # the same shape as every other setting of the controller (provisioner.settings)
+        raise LoggingConfigError(f"{source} ({flag} / {env}): {error}") from None
 
 #: Attributes every LogRecord has; anything else on a record came from ``extra=`` and is a field.
 _RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
@@ -102,15 +144,21 @@ class JSONFormatter(logging.Formatter):
 
 
 def parse_level(level: str | None) -> int:
-    """Map ``debug|info|warning|error|critical`` (any case) to a logging level.
+    """Map ``debug|info|warning|error`` (any case) to a logging level.
 
     ``None`` or empty reads ``GROUPLESS_LOG_LEVEL``, then defaults to ``info``.
-    Raises ValueError naming the value and the accepted ones.
+    Raises LoggingConfigError (a ValueError) naming the flag or variable, the value and the
+    accepted ones.
     """
-    value = (level or os.environ.get(LEVEL_ENV) or "info").strip().lower()
-    if value not in LEVELS:
-        raise ValueError(f"invalid log level {value!r}: expected one of {', '.join(sorted(set(LEVELS)))}")
-    return LEVELS[value]
+    return LEVELS[_resolve(level, LEVEL_FLAG, LEVEL_ENV, "info", level_name)]
+
+
+def parse_format(fmt: str | None) -> str:
+    """``text`` or ``json`` from ``fmt``, else ``GROUPLESS_LOG_FORMAT``, else ``text``.
+
+    Raises LoggingConfigError (a ValueError) naming the flag or variable and the value.
+    """
+    return _resolve(fmt, FORMAT_FLAG, FORMAT_ENV, "text", format_name)
 
 
 def configure_logging(level: str | None = None, fmt: str | None = None, stream: IO[str] | None = None) -> None:
@@ -120,12 +168,11 @@ def configure_logging(level: str | None = None, fmt: str | None = None, stream: 
     ``fmt``: ``text`` (default) or ``json``, None for ``$GROUPLESS_LOG_FORMAT``.
     Calling it again replaces the previous handler (tests, or re-configuration after flag parsing).
     Noisy libraries (urllib3, botocore, kubernetes' REST client) are held at WARNING unless
-    the level is debug. Raises ValueError for an unknown level or format.
+    the level is debug. Raises LoggingConfigError (a ValueError) for an unknown level or
+    format, before changing anything; servers print it and exit 2.
     """
     numeric = parse_level(level)
-    kind = (fmt or os.environ.get(FORMAT_ENV) or "text").strip().lower()
-    if kind not in FORMATS:
-        raise ValueError(f"invalid log format {kind!r}: expected one of {', '.join(FORMATS)}")
+    kind = parse_format(fmt)
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JSONFormatter() if kind == "json" else TextFormatter())
     handler._groupless = True  # type: ignore[attr-defined]
@@ -141,10 +188,14 @@ def configure_logging(level: str | None = None, fmt: str | None = None, stream: 
 
 
 def add_logging_flags(parser: Any) -> None:
-    """Add ``--log-level`` and ``--log-format`` to an argparse parser (defaults from the environment)."""
-    parser.add_argument("--log-level", default=None, choices=sorted(set(LEVELS)),
+    """Add ``--log-level`` and ``--log-format`` to an argparse parser (defaults from the environment).
+
+    The values are checked by :func:`configure_logging`, not argparse, so a bad flag and a bad
+    environment variable give the same one-line error (the controller's settings do the same).
+    """
+    parser.add_argument(LEVEL_FLAG, default=None, metavar="{" + ",".join(LEVEL_NAMES) + "}",
                         help=f"log level (default ${LEVEL_ENV} or info)")
-    parser.add_argument("--log-format", default=None, choices=FORMATS,
+    parser.add_argument(FORMAT_FLAG, default=None, metavar="{" + ",".join(FORMATS) + "}",
                         help=f"log format (default ${FORMAT_ENV} or text)")
 
 

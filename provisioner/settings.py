@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from provisioner.logging import FORMATS, LEVEL_NAMES, format_name, level_name
+
 ENV_PREFIX = "GROUPLESS_"
 
 
@@ -128,8 +130,8 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("gc_grace", _parse_duration, "an instance with no Node for this many seconds is terminated"),
     _Option("node_labels", _parse_map, "extra labels for every launched node, k=v,k=v"),
     _Option("node_annotations", _parse_map, "extra annotations for every launched node, k=v,k=v"),
-    _Option("log_level", _choice("debug", "info", "warning", "error"), "log level"),
-    _Option("log_format", _choice("text", "json"), "log format"),
+    _Option("log_level", level_name, f"log level: {', '.join(LEVEL_NAMES)}"),
+    _Option("log_format", format_name, f"log format: {', '.join(FORMATS)}"),
     _Option("leader_elect", _parse_bool, "elect a leader with a coordination.k8s.io/v1 Lease"),
     _Option("lease_name", str, "name of the leader-election Lease"),
     _Option("lease_namespace", str, "namespace of the leader-election Lease"),

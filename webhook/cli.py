@@ -53,7 +53,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    configure_logging(getattr(args, "log_level", None), getattr(args, "log_format", None))
+    try:
+        configure_logging(getattr(args, "log_level", None), getattr(args, "log_format", None))
+    except ValueError as error:  # LoggingConfigError: names the flag or variable and the value
+        print(f"groupless webhook: {error}", file=sys.stderr)
+        return 2
     from provisioner.serving import serve_from_flags
     from webhook.app import create_app
 

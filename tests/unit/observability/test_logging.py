@@ -63,9 +63,10 @@ def test_level_from_environment_and_errors_name_the_value(monkeypatch: pytest.Mo
     assert parse_level("debug") == logging.DEBUG
     monkeypatch.delenv("GROUPLESS_LOG_LEVEL")
     assert parse_level(None) == logging.INFO
-    with pytest.raises(ValueError, match="invalid log level 'verbose'"):
+    with pytest.raises(ValueError, match=r"^--log-level \(--log-level / GROUPLESS_LOG_LEVEL\): "
+                       r"expected one of debug, info, warning, error, got 'verbose'$"):
         parse_level("verbose")
-    with pytest.raises(ValueError, match="invalid log format 'xml'"):
+    with pytest.raises(ValueError, match=r"^--log-format .*: expected one of text, json, got 'xml'$"):
         configure_logging("info", "xml")
     monkeypatch.setenv("GROUPLESS_LOG_FORMAT", "json")
     stream = io.StringIO()
