@@ -5,8 +5,11 @@ serve pods that ask for one); within each part, for every resource, the total re
 divided by the best allocatable-per-dollar among the allowed types, taking the max over
 resources; the parts are summed. A tighter one solves the fractional-node linear program
 (minimise the price of a fractional mix of types covering cpu and memory, or a GPU count and
-cpu, after a per-node DaemonSet overhead) exactly by enumerating vertices; the larger of the
-two is reported. No plan can cost less.
+cpu, after a per-node DaemonSet overhead) exactly by enumerating vertices. Both treat resources
+as fluid: on a catalog whose cheapest cpu comes with almost no memory (t3a.micro spot) they
+assume that cpu can be used by pods that in fact bring memory of their own. The pod-share
+bound (``pod_share_bound``) keeps pods whole: each pod pays at least its weighted share of
+the cheapest node type it fits. The largest of the three is reported. No plan can cost less.
 
 First-fit-decreasing (Karpenter v0.6.3's packer, the FFD the issue compares against): pods by
 cpu then memory descending; a node is filled from the largest allowed type in that order
@@ -91,12 +94,71 @@ def lp_bound(pods: Sequence[Pod], types: Sequence[InstanceType], per_node: Resou
     return total
 
 
+def pod_share_bound(pods: Sequence[Pod], types: Sequence[InstanceType], per_node: Resources = EMPTY) -> float:
+    """A bound that sees pods as indivisible: each pod pays for its weighted share of a node.
+
+    For weights ``w`` over the resources (w >= 0, summing to 1), a pod ``p`` on a node of type
+    ``t`` takes the share ``s(p, t) = sum_r w_r * request_r(p) / (allocatable_r(t) - per_node_r)``.
+    The pods on one node fit it in every resource, so their shares add up to at most 1 and the
+    node's price is at least the sum of ``price(t) * s(p, t)`` over its pods. Hence every plan
+    costs at least ``sum_p min_t price(t) * s(p, t)`` over the types ``p`` fits alone, for any
+    ``w``; the best ``w`` on a grid is reported. Unlike the fluid bounds it does not let a
+    memory-light type's cheap cpu serve pods that bring their own memory. Resources: cpu,
+    memory, pods and any accelerator the part asks for.
+    """
+    total = 0.0
+    for group, allowed in _parts(pods, types):
+        need = Resources.sum(p.requests for p in group)
+        names = [n for n in ("cpu", "memory", "pods", *ACCELERATORS) if need.get(n)]
+        shapes: dict[tuple[int, ...], int] = {}
+        for p in group:
+            key = tuple(p.requests.get(n) for n in names)
+            shapes[key] = shapes.get(key, 0) + 1
+        rows = []
+        for t in allowed:
+            price = _price(t)
+            alloc = tuple(t.allocatable.get(n) - per_node.get(n) for n in names)
+            if price:
+                rows.append((price, alloc))
+        # per shape: price * request / allocatable per resource, for each type it fits alone;
+        # vectors another one undercuts in every resource can never be the minimum
+        costs: list[tuple[int, list[tuple[float, ...]]]] = []
+        for shape, count in shapes.items():
+            vectors = sorted({tuple(price * q / a if q else 0.0 for q, a in zip(shape, alloc, strict=True))
+                              for price, alloc in rows if all(q <= a for q, a in zip(shape, alloc, strict=True))})
+            kept = [v for v in vectors if not any(u != v and all(x <= y for x, y in zip(u, v, strict=True)) for u in vectors)]
+            if kept:
+                costs.append((count, kept))
+        best = 0.0
+        for w in _simplex(len(names), 20 if len(names) <= 3 else 10):
+            value = sum(count * min(sum(wi * x for wi, x in zip(w, v, strict=True)) for v in kept) for count, kept in costs)
+            best = max(best, value)
+        total += best
+    return total
+
+
+def _simplex(dims: int, steps: int) -> list[tuple[float, ...]]:
+    """The points of the probability simplex in ``dims`` dimensions with spacing ``1/steps``."""
+    points: list[tuple[float, ...]] = []
+
+    def extend(prefix: tuple[int, ...], left: int) -> None:
+        if len(prefix) == dims - 1:
+            points.append(tuple(x / steps for x in (*prefix, left)))
+            return
+        for i in range(left + 1):
+            extend((*prefix, i), left - i)
+
+    extend((), steps)
+    return points
+
+
 def lower_bound(pods: Sequence[Pod], types: Sequence[InstanceType], per_node: Resources = EMPTY) -> float:
-    """USD/h no plan for ``pods`` can go below: the larger of the per-resource and LP bounds."""
-    return max(_resource_bound(pods, types), lp_bound(pods, types, per_node))
+    """USD/h no plan for ``pods`` can go below: the largest of the per-resource, LP and pod-share bounds."""
+    return max(resource_bound(pods, types), lp_bound(pods, types, per_node), pod_share_bound(pods, types, per_node))
 
 
-def _resource_bound(pods: Sequence[Pod], types: Sequence[InstanceType]) -> float:
+def resource_bound(pods: Sequence[Pod], types: Sequence[InstanceType]) -> float:
+    """The issue's bound: per resource, total request / best allocatable-per-dollar; max over resources."""
     total = 0.0
     for group, allowed in _parts(pods, types):
         need = Resources.sum(p.requests for p in group)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import moto
 
-from benchmarks.bounds import ffd_price, lower_bound
+from benchmarks.bounds import ffd_price, lower_bound, lp_bound, pod_share_bound, resource_bound
 from provisioner.api.defaults import default_provisioner
 from provisioner.api.schemas import load_provisioner
 from provisioner.cloudprovider.aws.catalog import instance_types_from_ec2, load_pricing_file
@@ -152,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
           f"peak MiB {peak / MIB:.1f}")
     ffd_placed = sum(len(n.pods) for n in ffd_plan.new_nodes)
     print(f"price $/h {plan.total_price:.4f}  lower bound $/h {bound:.4f} ({plan.total_price / bound - 1:+.1%})")
+    for name, value in (("per-resource (the issue's)", resource_bound(placed, types)),
+                        ("fractional-node LP", lp_bound(placed, types, every_node)),
+                        ("pod share", pod_share_bound(placed, types, every_node))):
+        print(f"  {name} bound $/h {value:.4f} ({plan.total_price / value - 1:+.1%})")
     print(f"first-fit-decreasing (same constraints) $/h {ffd:.4f} for {ffd_placed} pods "
           f"({len(ffd_plan.new_nodes)} nodes, {len(ffd_plan.unschedulable)} unschedulable); "
           f"v0.6.3 packer on the pods placed here $/h {ffd062:.4f}")
