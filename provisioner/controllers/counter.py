@@ -74,7 +74,7 @@ class CounterController:
         if isinstance(current, dict):
             resources.update({k: None for k in current if k not in wanted})
         try:
-            self.ctx.kube.patch("Provisioner", name, {"status": {"resources": resources}}, subresource="status")
+            self.ctx.patch("Provisioner", name, {"status": {"resources": resources}}, subresource="status")
         except NotFoundError:
             pass
         return Result.done()

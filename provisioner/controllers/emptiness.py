@@ -76,6 +76,6 @@ class EmptinessController:
 
     def _annotate(self, name: str, value: str | None) -> None:
         try:
-            self.ctx.kube.patch("Node", name, {"metadata": {"annotations": {EMPTINESS_TIMESTAMP_ANNOTATION: value}}})
+            self.ctx.patch("Node", name, {"metadata": {"annotations": {EMPTINESS_TIMESTAMP_ANNOTATION: value}}})
         except NotFoundError:
             pass

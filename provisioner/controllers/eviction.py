@@ -35,7 +35,8 @@ class _Backoff:
 class Evictor:
     """Evicts pods, remembering when each may be tried again.
 
-    ``evict(pod, node_name)`` returns ``"evicted"``, ``"gone"``, ``"blocked"`` (429: a
+    ``evict(pod, node_name)`` returns ``"evicted"`` (also for a pod this Evictor already evicted:
+    a cache that has not yet seen its deletion must not cause a second eviction), ``"gone"``, ``"blocked"`` (429: a
     PodDisruptionBudget forbids it now), ``"error"`` (any other API error) or ``"waiting"``
     (its backoff has not elapsed; nothing was sent). ``next_retry()`` is the soonest moment a
     backed-off pod may be retried (epoch seconds) or ``None``.
@@ -51,6 +52,7 @@ class Evictor:
         self.maximum = maximum
         self._backoff: dict[str, _Backoff] = {}
         self._node_of: dict[str, str] = {}
+        self._evicted: set[str] = set()
         self._lock = threading.Lock()  # workers drain different nodes at once
 
     @staticmethod
@@ -72,12 +74,14 @@ class Evictor:
             for pod in pods:
                 self._backoff.pop(self.key(pod), None)
                 self._node_of.pop(self.key(pod), None)
+                self._evicted.discard(self.key(pod))
 
     def forget_node(self, node_name: str) -> None:
         """Drop the backoff of every pod tried on ``node_name`` (its drain is over)."""
         with self._lock:
             for key in [k for k, n in self._node_of.items() if n == node_name]:
                 self._backoff.pop(key, None)
+                self._evicted.discard(key)
                 del self._node_of[key]
 
     def _fail(self, key: str) -> _Backoff:
@@ -95,6 +99,9 @@ class Evictor:
 
     def evict(self, pod: Object, node: Object) -> str:
         key = self.key(pod)
+        with self._lock:
+            if key in self._evicted:
+                return "evicted"
         if not self.due(pod):
             return "waiting"
         with self._lock:
@@ -130,6 +137,8 @@ class Evictor:
             log.error("Failed to evict pod %s from node %s (retry in %.1fs): %s", pod_ref, node_name, entry.delay, error)
             return "error"
         self._clear(key)
+        with self._lock:
+            self._evicted.add(key)
         metrics.EVICTIONS.labels(outcome="evicted").inc()
         log.info("Evicted pod %s from node %s", pod_ref, node_name)
         self.events.normal(pod, "Evicted", f"Evicted pod from node {node_name} (draining)")

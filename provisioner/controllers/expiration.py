@@ -92,7 +92,7 @@ class ExpirationController:
         name = objects.name(node)
         if not objects.has_taint(node, DISRUPTED_TAINT_KEY):
             patch = objects.guarded(node, {"spec": {"taints": [*objects.taints(node), DISRUPTED_TAINT]}})
-            self.ctx.kube.patch("Node", name, patch)  # a stale read ends here in a 409: no second event
+            self.ctx.patch("Node", name, patch)  # a stale read ends here in a 409: no second event
             log.info("Triggering termination for expired node %s after %ds (created %s)", name, ttl, rfc3339(created))
             self.ctx.events.normal(node, "Expired", f"Node expired after ttlSecondsUntilExpired={ttl}s; replacing")
             return Result.now()
@@ -124,7 +124,7 @@ class ExpirationController:
             "metadata": {"annotations": {REPLACEMENTS_ANNOTATION: None}},
             "spec": {"taints": [t for t in objects.taints(node) if t.get("key") != DISRUPTED_TAINT_KEY]},
         })
-        self.ctx.kube.patch("Node", name, patch)
+        self.ctx.patch("Node", name, patch)
         log.info("Expiry of node %s cancelled (ttlSecondsUntilExpired changed); removed taint %s", name,
                  DISRUPTED_TAINT_KEY)
         return Result.done()
@@ -151,7 +151,7 @@ class ExpirationController:
         return Result.after(POLL_INTERVAL)
 
     def _record(self, name: str, value: str | None) -> None:
-        self.ctx.kube.patch("Node", name, {"metadata": {"annotations": {REPLACEMENTS_ANNOTATION: value}}})
+        self.ctx.patch("Node", name, {"metadata": {"annotations": {REPLACEMENTS_ANNOTATION: value}}})
 
     def _delete(self, node: Object, why: str) -> Result:
         name = objects.name(node)

@@ -83,7 +83,7 @@ class InitializationController:
                 patch["metadata"]["annotations"] = {NOMINATIONS_ANNOTATION: None}
         if patch["metadata"]["resourceVersion"] is None:
             del patch["metadata"]["resourceVersion"]
-        self.ctx.kube.patch("Node", name, patch)
+        self.ctx.patch("Node", name, patch)
         log.info("Removed taint %s from Ready node %s", NOT_READY_TAINT_KEY, name)
         return requeue
 
@@ -96,6 +96,6 @@ class InitializationController:
             return Result.after(current.deadline - now)
         if current.malformed:
             log.warning("Removing unreadable nominations of node %s: %s", objects.name(node), current.error)
-        self.ctx.kube.patch("Node", objects.name(node), {"metadata": {"annotations": {NOMINATIONS_ANNOTATION: None}}})
+        self.ctx.patch("Node", objects.name(node), {"metadata": {"annotations": {NOMINATIONS_ANNOTATION: None}}})
         log.info("Expired nominations of node %s", objects.name(node))
         return Result.done()

@@ -13,6 +13,7 @@ the provisioning engine and the lifecycle controllers classify pods alike.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -72,6 +73,9 @@ class Context:
     pods_on_node: PodLister | None = None
     reader: Reader | None = None
     lister: Lister | None = None
+    write_ttl: float = 30.0
+    _written: dict[tuple[str, str], tuple[Object, float]] = field(default_factory=dict, init=False, repr=False)
+    _written_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def all(self, kind: str) -> list[Object]:
         """Every object of ``kind`` (from the cache when plugged in)."""
@@ -86,10 +90,33 @@ class Context:
         return self.kube.list("Node", label_selector=selector)[0]
 
     def read(self, kind: str, name: str) -> Object | None:
-        """The object (cache when plugged in, else a live GET), ``None`` when absent."""
-        if self.reader is not None:
-            return self.reader(kind, name)
-        return self.read_live(kind, name)
+        """The object (cache when plugged in, else a live GET), ``None`` when absent.
+
+        From a cache, this process's own latest :meth:`patch` result wins over an older cached copy.
+        """
+        if self.reader is None:
+            return self.read_live(kind, name)
+        cached = self.reader(kind, name)
+        with self._written_lock:
+            entry = self._written.get((kind, name))
+            if entry is None:
+                return cached
+            written, expires = entry
+            if cached is None or self.clock.monotonic() >= expires or not _older(cached, written):
+                del self._written[(kind, name)]  # deleted since, expired, or the cache caught up
+                return cached
+            return written
+
+    def patch(self, kind: str, name: str, patch: dict[str, Any], subresource: str | None = None) -> Object:
+        """PATCH a cluster-scoped object and remember the result for :meth:`read` (read-your-writes).
+
+        Raises the API's errors (ConflictError on a failed resourceVersion guard, NotFoundError).
+        """
+        result = self.kube.patch(kind, name, patch, subresource=subresource)
+        if self.reader is not None and isinstance(result, dict):
+            with self._written_lock:
+                self._written[(kind, name)] = (result, self.clock.monotonic() + self.write_ttl)
+        return result
 
     def read_live(self, kind: str, name: str) -> Object | None:
         """A live GET, ``None`` when absent (to confirm a cache's "absent" before acting on it)."""
@@ -114,6 +141,14 @@ class Context:
             return self.pods_on_node(node_name)
         items, _ = self.kube.list("Pod")
         return [p for p in items if (p.get("spec") or {}).get("nodeName") == node_name]
+
+
+def _older(cached: Object, written: Object) -> bool:
+    """Whether ``cached`` predates ``written`` by resourceVersion (unparsable: assume it does not)."""
+    try:
+        return int(meta(cached).get("resourceVersion") or "") < int(meta(written).get("resourceVersion") or "")
+    except ValueError:
+        return False
 
 
 # ---- metadata ---------------------------------------------------------------------------------

@@ -60,5 +60,5 @@ class OwnershipController:
             return Result.done()
         if not any(r.get("kind") == KIND and r.get("uid") == uid for r in refs):
             patch = objects.guarded(node, {"metadata": {"ownerReferences": [*refs, owner_reference(provisioner)]}})
-            self.ctx.kube.patch("Node", name, patch)
+            self.ctx.patch("Node", name, patch)
         return Result.done()

@@ -111,7 +111,7 @@ class TerminationController:
             return Result.done()
         name = objects.name(node)
         if not (node.get("spec") or {}).get("unschedulable"):
-            self.ctx.kube.patch("Node", name, {"spec": {"unschedulable": True}})
+            self.ctx.patch("Node", name, {"spec": {"unschedulable": True}})
             log.info("Cordoned node %s", name)
             return Result.now()
         now = self.ctx.clock.now()
@@ -125,7 +125,7 @@ class TerminationController:
         if TERMINATION_FINALIZER in current:
             return Result.done()
         patch = objects.guarded(node, {"metadata": {"finalizers": [*current, TERMINATION_FINALIZER]}})
-        self.ctx.kube.patch("Node", objects.name(node), patch)
+        self.ctx.patch("Node", objects.name(node), patch)
         return Result.done()
 
     def _drain(self, node: Object, remaining: list[Object]) -> Result:
@@ -170,7 +170,7 @@ class TerminationController:
         remaining = [f for f in finalizers(node) if f != TERMINATION_FINALIZER]
         patch = objects.guarded(node, {"metadata": {"finalizers": remaining or None}})
         try:
-            self.ctx.kube.patch("Node", name, patch)  # a stale read ends here in a 409, before the event
+            self.ctx.patch("Node", name, patch)  # a stale read ends here in a 409, before the event
         except NotFoundError:
             pass
         self.ctx.events.normal(node, "Terminated", f"Terminated instance {provider_id or '(none)'}; deleted node")
