@@ -76,11 +76,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from extender.app import create_app, create_app_for_cluster
     from extender.state import EMPTY_STATE
-    from provisioner.serving import serve_from_flags
+    from provisioner.serving import ServingError, check_serving_flags, serve_from_flags
 
     if not args.tls_cert_file or not args.tls_key_file:
         print("groupless extender: --tls-cert-file and --tls-key-file are required "
               "(register the extender with an https:// urlPrefix and tlsConfig.caFile)", file=sys.stderr)
+        return 2
+    try:  # before the cluster is read or "Serving ..." is logged
+        check_serving_flags(args)
+    except ServingError as error:
+        print(f"groupless extender: {error}", file=sys.stderr)
         return 2
     if args.max_body_bytes < 1:
         print(f"groupless extender: --max-body-bytes must be positive, got {args.max_body_bytes}", file=sys.stderr)

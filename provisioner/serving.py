@@ -52,8 +52,9 @@ def parse_listen(listen: str) -> str:
 def tls_options(cert_file: str | None, key_file: str | None, client_ca_file: str | None) -> dict[str, Any]:
     """Gunicorn settings for TLS; ``{}`` when neither file is given.
 
-    Raises ServingError when only one of cert and key is given, when a file is unreadable, or
-    when a client CA is given without a serving certificate.
+    Raises ServingError when only one of cert and key is given, when a file is unreadable, when
+    a client CA is given without a serving certificate, or when the files do not load as a
+    matching certificate and key (see :func:`check_tls_files`).
     """
     if not cert_file and not key_file:
         if client_ca_file:
@@ -65,10 +66,54 @@ def tls_options(cert_file: str | None, key_file: str | None, client_ca_file: str
                        ("--client-ca-file", client_ca_file)):
         if path and not os.access(path, os.R_OK):
             raise ServingError(f"{flag} {path!r}: file does not exist or is not readable")
+    check_tls_files(cert_file, key_file, client_ca_file)
     options: dict[str, Any] = {"certfile": cert_file, "keyfile": key_file, "ssl_context": _ssl_context}
     if client_ca_file:
         options.update(ca_certs=client_ca_file, cert_reqs=ssl.CERT_REQUIRED)
     return options
+
+
+def check_tls_files(cert_file: str, key_file: str, client_ca_file: str | None = None) -> None:
+    """Load the serving pair (and the client CA) the way the server will, before anything listens.
+
+    gunicorn loads them per connection, so a key that does not belong to the certificate
+    (swapped files, a key from another ``groupless certs generate``) would otherwise start a
+    server whose every handshake fails with ``[SSL] PEM lib``. Raises ServingError naming the
+    file(s): no PEM certificate in ``cert_file``, no unencrypted PEM private key in
+    ``key_file``, a key that does not match the certificate, or no CA certificate in
+    ``client_ca_file``.
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (ssl.SSLError, OSError) as error:
+        raise ServingError(_tls_pair_problem(cert_file, key_file, error)) from None
+    if client_ca_file:
+        try:
+            context.load_verify_locations(cafile=client_ca_file)
+        except (ssl.SSLError, OSError) as error:
+            raise ServingError(f"--client-ca-file {client_ca_file!r}: no PEM CA certificate in it ({error})") from None
+
+
+def _tls_pair_problem(cert_file: str, key_file: str, error: Exception) -> str:
+    """Which of the two files is wrong, read with ``cryptography`` (OpenSSL only says "PEM lib")."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        with open(cert_file, "rb") as handle:
+            x509.load_pem_x509_certificates(handle.read())
+    except (OSError, ValueError):
+        return f"--tls-cert-file {cert_file!r}: no PEM certificate in it"
+    try:
+        with open(key_file, "rb") as handle:
+            serialization.load_pem_private_key(handle.read(), password=None)
+    except (OSError, ValueError, TypeError):
+        return f"--tls-key-file {key_file!r}: no unencrypted PEM private key in it"
+    if isinstance(error, ssl.SSLError) and error.reason == "KEY_VALUES_MISMATCH":
+        return (f"--tls-key-file {key_file!r} is not the key of the certificate in --tls-cert-file {cert_file!r} "
+                "(swapped files, or a key from another certificate?)")
+    return f"--tls-cert-file {cert_file!r} and --tls-key-file {key_file!r} do not load: {error}"
 
 
 def _ssl_context(config: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
@@ -178,6 +223,18 @@ def add_serving_flags(parser: argparse.ArgumentParser, *, default_port: int, cli
     parser.add_argument("--tls-key-file", metavar="FILE", help="PEM private key of the serving certificate")
     parser.add_argument("--client-ca-file", metavar="FILE", help=client_ca_help)
     parser.add_argument("--threads", type=int, default=8, help="concurrent requests (default 8)")
+
+
+def check_serving_flags(args: argparse.Namespace, *, cert_file: str | None = None, key_file: str | None = None) -> None:
+    """Check the flags of :func:`add_serving_flags` as :func:`serve_from_flags` will, without serving.
+
+    For a command that does work (or logs "Serving ...") before it serves: call it first, so
+    ``--listen foo`` or a mismatched key is rejected before anything else happens. Raises
+    ServingError with the same one-line reason :func:`serve_from_flags` would print.
+    """
+    gunicorn_options(listen=args.listen, cert_file=cert_file or args.tls_cert_file,
+                     key_file=key_file or args.tls_key_file, client_ca_file=args.client_ca_file,
+                     threads=args.threads)
 
 
 def serve_from_flags(
