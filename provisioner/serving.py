@@ -23,11 +23,14 @@ building it do not survive the fork, so start them in the worker, e.g. with
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import ssl
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from provisioner.logging import gunicorn_logger_class
 
 WSGIApp = Callable[..., Any]
 
@@ -142,6 +145,12 @@ def _application(app: WSGIApp, options: dict[str, Any]) -> Any:
     return _Application()
 
 
+def _gunicorn_level() -> str:
+    """The root logger's level (set by ``configure_logging``) as a gunicorn ``loglevel`` name."""
+    name = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
+    return name if name in ("debug", "info", "warning", "error", "critical") else "info"
+
+
 def gunicorn_options(
     *,
     listen: str,
@@ -170,7 +179,11 @@ def gunicorn_options(
         "proc_name": name,
         "accesslog": "-" if access_log else None,
         "errorlog": "-",
-        "loglevel": "info",
+        # gunicorn's own lines ("Listening at", "Booting worker", worker timeouts, access lines)
+        # go through the root logger's handler, so --log-format json is JSON throughout, at the
+        # level --log-level chose.
+        "logger_class": gunicorn_logger_class(),
+        "loglevel": _gunicorn_level(),
         # Headers over 8 KiB and request lines over 4 KiB are refused by gunicorn itself (400).
         "limit_request_line": 4094,
         "preload_app": True,

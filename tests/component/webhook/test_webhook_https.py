@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 from pathlib import Path
@@ -118,3 +119,16 @@ def test_renewed_certificates_are_served_without_a_restart(tmp_path: Path) -> No
         assert x509.load_der_x509_certificate(served) == renewed.certificate()
     finally:
         stop(running)
+
+
+def test_json_log_format_covers_gunicorn_own_lines(tmp_path: Path) -> None:
+    running = start(tmp_path, "--log-format", "json", "--log-level", "info")
+    try:
+        requests.get(f"{running.url}/healthz", verify=running.ca_file, timeout=10)
+    finally:
+        stop(running)
+    lines = running.log.read_text().splitlines()
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    messages = {(r["logger"], r["message"].split(":")[0]) for r in records}
+    assert ("gunicorn.error", "Listening at") in messages
+    assert ("gunicorn.error", "Booting worker with pid") in messages
