@@ -34,7 +34,7 @@ from extender import handlers
 from extender.state import ExtenderState
 from provisioner import metrics
 from provisioner.clock import Clock, RealClock
-from provisioner.webapp import RequestBodyError, metrics_response, plain, read_body
+from provisioner.webapp import RequestBodyError, metrics_response, plain, plain_http_errors, read_body
 
 log = logging.getLogger("groupless.extender")
 
@@ -174,6 +174,7 @@ def create_app(
         return plain(200, "ok")
 
     app.get("/metrics")(metrics_response)
+    plain_http_errors(app)
 
     return app
 

@@ -10,7 +10,8 @@ lists, the webhook the standard library with NaN/Infinity refused).
 
 from __future__ import annotations
 
-from flask import Response, request
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from provisioner import metrics
 
@@ -64,6 +65,28 @@ def read_body(max_bytes: int, *, expected: str, limit_note: str = "") -> bytes:
 def plain(status: int, text: str) -> Response:
     """A ``text/plain; charset=utf-8`` answer of ``text`` and a newline."""
     return Response(text + "\n", status=status, content_type="text/plain; charset=utf-8")
+
+
+def plain_http_errors(app: Flask) -> None:
+    """Answer every HTTP error flask raises itself (404, 405, ...) as one plain-text line, not HTML.
+
+    ``404 GET /nope`` answers ``not found: GET /nope``; ``GET /mutate`` answers ``405`` with
+    ``method not allowed: GET /mutate (allowed: POST)`` and the ``Allow`` header (RFC 9110
+    15.5.6). The status codes stay werkzeug's.
+    """
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> Response:
+        status = error.code or 500
+        text = f"{(error.name or 'error').lower()}: {request.method} {request.path}"
+        allowed = sorted(set(error.valid_methods or ()) - {"HEAD", "OPTIONS"}) \
+            if isinstance(error, MethodNotAllowed) else []
+        if allowed:
+            text += f" (allowed: {', '.join(allowed)})"
+        response = plain(status, text)
+        if isinstance(error, MethodNotAllowed) and error.valid_methods:
+            response.headers["Allow"] = ", ".join(error.valid_methods)
+        return response
 
 
 def metrics_response() -> Response:

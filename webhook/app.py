@@ -4,9 +4,10 @@ Why thin: kube-apiserver treats any non-200 answer, or a body that is not an Adm
 a failed call, and with ``failurePolicy: Fail`` the user then reads "Internal error occurred:
 failed calling webhook" instead of what is wrong with their Provisioner. So this layer's only
 jobs are to turn bytes into a review and back, and to never fail on input: a body that is not
-JSON, not an AdmissionReview v1 for a Provisioner, or larger than 3 MiB (kube-apiserver's own
-request limit) gets a 400 with a one-line reason; anything unexpected is logged and answered
-as a denial, never a 500.
+JSON, or not an AdmissionReview v1 for a Provisioner, gets a 400 with a one-line reason, and one
+larger than 3 MiB (kube-apiserver's own request limit) a 413, as the extender answers; unknown
+paths and methods get a one-line 404/405; anything unexpected is logged and answered as a
+denial, never a 500.
 
 Paths: ``POST /mutate``, ``POST /validate``, ``GET /healthz`` (and ``/readyz``), ``GET /metrics``.
 """
@@ -21,7 +22,7 @@ from typing import Any
 from flask import Flask, Response
 
 from provisioner import metrics
-from provisioner.webapp import RequestBodyError, metrics_response, plain, read_body
+from provisioner.webapp import RequestBodyError, metrics_response, plain, plain_http_errors, read_body
 from webhook.handlers import ReviewError, denied, mutate, validate
 
 log = logging.getLogger(__name__)
@@ -41,11 +42,12 @@ def _reject_constant(name: str) -> Any:
 
 
 def read_review() -> Any:
-    """The JSON body of the current request; BadRequest when too large or not JSON."""
-    try:
-        body = read_body(MAX_BODY_BYTES, expected="an AdmissionReview v1 JSON object", limit_note=" (3 MiB)")
-    except RequestBodyError as error:  # every unreadable body is a 400 here, too large included
-        raise BadRequest(str(error)) from None
+    """The JSON body of the current request.
+
+    Raises RequestBodyError 413 when larger than :data:`MAX_BODY_BYTES`, 400 when empty;
+    BadRequest when not JSON.
+    """
+    body = read_body(MAX_BODY_BYTES, expected="an AdmissionReview v1 JSON object", limit_note=" (3 MiB)")
     try:
         return json.loads(body, parse_constant=_reject_constant)
     except RecursionError:
@@ -78,6 +80,10 @@ def _admission(endpoint: str, handler: Handler) -> Response:
             review = read_review()
             labels["operation"] = _operation_of(review)
             answer = handler(review)
+        except RequestBodyError as error:
+            labels["allowed"] = "bad_request"
+            log.info("Rejected /%s request: %s", endpoint, error)
+            return plain(error.status, f"{'bad request' if error.status == 400 else 'too large'}: {error}")
         except (BadRequest, ReviewError) as error:
             labels["allowed"] = "bad_request"
             log.info("Rejected /%s request: %s", endpoint, error)
@@ -116,5 +122,6 @@ def create_app() -> Flask:
         return plain(200, "ok")
 
     app.get("/metrics")(metrics_response)
+    plain_http_errors(app)
 
     return app

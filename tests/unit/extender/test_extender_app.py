@@ -67,3 +67,14 @@ def test_wrong_method_is_405_not_500() -> None:
     client = create_app(lambda: EMPTY_STATE).test_client()
     assert client.get("/filter").status_code == 405
     assert client.post("/nowhere", data=b"{}").status_code == 404
+
+
+def test_unknown_paths_and_methods_get_one_plain_line_not_html() -> None:
+    client = create_app(lambda: EMPTY_STATE).test_client()
+    missing = client.post("/bind", data=b"{}")
+    assert (missing.status_code, missing.content_type, missing.data) == (
+        404, "text/plain; charset=utf-8", b"not found: POST /bind\n")
+    wrong = client.get("/filter")
+    assert (wrong.status_code, wrong.content_type, wrong.data) == (
+        405, "text/plain; charset=utf-8", b"method not allowed: GET /filter (allowed: POST)\n")
+    assert set(wrong.headers["Allow"].split(", ")) == {"POST", "OPTIONS"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 
 import pytest
-from flask import Flask
+from flask import Flask, abort
 
-from provisioner.webapp import RequestBodyError, metrics_response, plain, read_body
+from provisioner.webapp import RequestBodyError, metrics_response, plain, plain_http_errors, read_body
 
 APP = Flask("test")
 
@@ -55,3 +55,16 @@ def test_plain_and_metrics_answers() -> None:
         exposition = metrics_response()
     assert exposition.status_code == 200
     assert b"groupless_webhook_request_duration_seconds" in exposition.get_data()
+
+
+def test_plain_http_errors_turns_flask_errors_into_one_line() -> None:
+    app = Flask("t")
+
+    @app.get("/gone")
+    def gone() -> str:
+        abort(410)
+
+    plain_http_errors(app)
+    client = app.test_client()
+    assert (client.get("/gone").status_code, client.get("/gone").data) == (410, b"gone: GET /gone\n")
+    assert client.delete("/gone").data == b"method not allowed: DELETE /gone (allowed: GET)\n"

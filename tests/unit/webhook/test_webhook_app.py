@@ -1,4 +1,4 @@
-"""The HTTP envelope: 400 with a one-line reason for bad bodies, never a 500, health and metrics."""
+"""The HTTP envelope: 400 (413 when too large) with a one-line reason for bad bodies, never a 500, health and metrics."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from webhook.app import MAX_BODY_BYTES
 from webhook.handlers import mutate, validate
 
 
-def bad(client: FlaskClient, path: str, data: bytes | str) -> str:
+def bad(client: FlaskClient, path: str, data: bytes | str, status: int = 400) -> str:
     reply = client.post(path, data=data, content_type="application/json")
-    assert reply.status_code == 400
+    assert reply.status_code == status
     assert reply.content_type == "text/plain; charset=utf-8"
     text = reply.get_data(as_text=True)
     assert text.endswith("\n") and text.count("\n") == 1
@@ -69,12 +69,28 @@ def test_bad_bodies_get_400_with_a_one_line_reason(client: FlaskClient, path: st
 
 
 @pytest.mark.parametrize("path", ["/mutate", "/validate"])
-def test_bodies_over_3_mib_get_400(client: FlaskClient, path: str) -> None:
+def test_bodies_over_3_mib_get_413(client: FlaskClient, path: str) -> None:
     body = review(valid())
     body["request"]["object"]["metadata"]["annotations"] = {"big": "x" * MAX_BODY_BYTES}
     data = json.dumps(body)
-    assert bad(client, path, data) == (
-        f"bad request: request body of {len(data)} bytes exceeds the limit of 3145728 bytes (3 MiB)")
+    assert bad(client, path, data, status=413) == (
+        f"too large: request body of {len(data)} bytes exceeds the limit of 3145728 bytes (3 MiB)")
+
+
+@pytest.mark.parametrize(("method", "path", "status", "text", "allow"), [
+    ("GET", "/nope", 404, "not found: GET /nope", None),
+    ("POST", "/healthz", 405, "method not allowed: POST /healthz (allowed: GET)", {"GET", "HEAD", "OPTIONS"}),
+    ("GET", "/mutate", 405, "method not allowed: GET /mutate (allowed: POST)", {"POST", "OPTIONS"}),
+    ("PUT", "/validate", 405, "method not allowed: PUT /validate (allowed: POST)", {"POST", "OPTIONS"}),
+])
+def test_unknown_paths_and_methods_get_one_plain_line(
+    client: FlaskClient, method: str, path: str, status: int, text: str, allow: set[str] | None
+) -> None:
+    reply = client.open(path, method=method)
+    assert reply.status_code == status
+    assert reply.content_type == "text/plain; charset=utf-8"
+    assert reply.get_data(as_text=True) == text + "\n"
+    assert (set(reply.headers["Allow"].split(", ")) if allow else reply.headers.get("Allow")) == allow
 
 
 def test_a_body_of_exactly_3_mib_is_read(client: FlaskClient) -> None:
