@@ -8,8 +8,23 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Sequence
+
+#: The distribution whose metadata gives ``groupless --version``.
+DISTRIBUTION = "groupless"
+
+
+def version() -> str:
+    """The installed version of Groupless (``pyproject.toml``'s ``version``), from package metadata.
+
+    ``unknown`` when the package is not installed (run from a source tree without ``pip install``).
+    """
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 #: Modules exposing ``register(subparsers: argparse._SubParsersAction) -> None``.
 SUBCOMMAND_MODULES = (
@@ -27,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="groupless",
         description="Groupless: a groupless node autoscaler for Kubernetes (Karpenter's Provisioner API).",
     )
+    parser.add_argument("--version", action="version", version=f"groupless {version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module_name in SUBCOMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
