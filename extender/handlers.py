@@ -5,7 +5,9 @@ against what is *bound* to each node. What it cannot know is what Groupless know
 our controllers are about to take away, which Provisioner a node belongs to, and which pending
 pods a just-launched node is reserved for (nominations). Without the reservation, pods that
 arrive a moment later take the capacity launched for others, and those stay Pending and cause
-another launch. So the filter adds exactly those rules, and the scores steer each pod to the
+another launch. A node whose Provisioner is deleted or being deleted is one the ownership
+controller is about to delete: a bare pod bound there in the moment before the node is
+tainted would be evicted and lost, so it is rejected too. So the filter adds exactly those rules, and the scores steer each pod to the
 node launched for it and then pack nodes tightly so that others empty out and
 ``ttlSecondsAfterEmpty`` can retire them.
 
@@ -40,6 +42,7 @@ from extender.state import (
     MARK_CORDONED,
     MARK_DELETING,
     MARK_DISRUPTED,
+    MARK_PROVISIONER_DELETED,
     MARK_REASONS,
     ExtenderState,
     ProvisionerInfo,
@@ -55,6 +58,7 @@ MAX_PRIORITY = 10
 REASON_DELETING = MARK_REASONS[MARK_DELETING]
 REASON_DISRUPTED = MARK_REASONS[MARK_DISRUPTED]
 REASON_CORDONED = MARK_REASONS[MARK_CORDONED]
+REASON_PROVISIONER_DELETED = MARK_REASONS[MARK_PROVISIONER_DELETED]
 REASON_TAINTS = "node's Provisioner has taints the pod does not tolerate"
 REASON_REQUIREMENTS = "node's Provisioner requirements do not match the pod"
 REASON_RESERVED = "node is reserved for nominated pods"

@@ -39,12 +39,16 @@ PRICE_ANNOTATION = wk.PRICE_ANNOTATION
 MARK_DELETING = "deleting"
 MARK_DISRUPTED = "disrupted"
 MARK_CORDONED = "cordoned"
+#: Not a mark on the node itself: its Provisioner is gone or being deleted, so the ownership
+#: controller is about to delete it (Provisioner deletion takes its nodes along).
+MARK_PROVISIONER_DELETED = "provisioner-deleted"
 
 #: The filter's reason for each mark (never naming the node: kube-scheduler counts reasons).
 MARK_REASONS = {
     MARK_DELETING: "node is being deleted",
     MARK_DISRUPTED: "node is being disrupted",
     MARK_CORDONED: "node is cordoned for disruption",
+    MARK_PROVISIONER_DELETED: "node's Provisioner is deleted or being deleted",
 }
 
 #: ``(instance type, capacity type, zone) -> USD per hour or None``: a price lookup the
@@ -60,6 +64,7 @@ class ProvisionerInfo:
     requirements: Requirements = field(default_factory=Requirements)
     taints: tuple[Taint, ...] = ()
     ttl_seconds_until_expired: int | None = None
+    deleting: bool = False  # metadata.deletionTimestamp is set
 
     @classmethod
     def from_provisioner(cls, provisioner: Provisioner) -> ProvisionerInfo:
@@ -78,6 +83,7 @@ class ProvisionerInfo:
             requirements=requirements,
             taints=provisioner_taints(provisioner),
             ttl_seconds_until_expired=provisioner.spec.ttl_seconds_until_expired,
+            deleting=bool((provisioner.metadata or {}).get("deletionTimestamp")),
         )
 
 
@@ -153,6 +159,13 @@ class ExtenderState:
     (mark -> names), :attr:`by_provisioner` (unmarked managed names per Provisioner),
     :attr:`nominated` (names with pods still nominated, deadline aside), :attr:`nominated_node` (pod UID ->
     node name), :attr:`reservations` (node name -> :class:`Reservation`, for the unended ones).
+
+    ``existing_provisioners``: the names of every Provisioner object in the cluster (decodable or
+    not), when the cache has listed them. Then a managed node whose Provisioner is not among them,
+    or is being deleted (:attr:`ProvisionerInfo.deleting`), is marked
+    :data:`MARK_PROVISIONER_DELETED`: the ownership controller is deleting it, and a pod bound
+    there now would be evicted at once (a bare pod lost). ``None`` (not listed yet): no such mark,
+    since an unknown Provisioner is not a deleted one.
     """
 
     __slots__ = ("nodes", "provisioners", "ended_pod_uids", "managed", "marked", "by_provisioner",
@@ -164,9 +177,12 @@ class ExtenderState:
         provisioners: Iterable[ProvisionerInfo] = (),
         ended_pod_uids: Iterable[str] = (),
         version: object = None,
+        existing_provisioners: Iterable[str] | None = None,
     ) -> None:
         self.nodes: Mapping[str, NodeInfo] = {n.name: n for n in nodes}
         self.provisioners: Mapping[str, ProvisionerInfo] = {p.name: p for p in provisioners}
+        existing = None if existing_provisioners is None else frozenset(existing_provisioners)
+        going = {p.name for p in self.provisioners.values() if p.deleting}
         self.ended_pod_uids: frozenset[str] = frozenset(ended_pod_uids)
         self.version = version
         marked: dict[str, set[str]] = {}
@@ -176,8 +192,11 @@ class ExtenderState:
         for info in self.nodes.values():
             if info.provisioner is None:
                 continue
-            if info.mark is not None:
-                marked.setdefault(info.mark, set()).add(info.name)
+            mark = info.mark
+            if mark is None and (info.provisioner in going or (existing is not None and info.provisioner not in existing)):
+                mark = MARK_PROVISIONER_DELETED
+            if mark is not None:
+                marked.setdefault(mark, set()).add(info.name)
                 continue
             by_provisioner.setdefault(info.provisioner, set()).add(info.name)
             if info.nominations.pods:
@@ -327,11 +346,13 @@ def build_state(
     *,
     price_of: PriceLookup | None = None,
     version: object = None,
+    existing_provisioners: Iterable[str] | None = None,
 ) -> ExtenderState:
     """An :class:`ExtenderState` from the cluster's objects (v1.Node and v1.Pod dicts).
 
     Pods serve twice: bound ones add to their node's ``requested``; a nominated pod UID is
     *ended* when its pod is bound, being deleted, or absent from ``pods`` (deleted).
+    ``existing_provisioners``: see :class:`ExtenderState`.
     """
     infos = {
         p.name: p if isinstance(p, ProvisionerInfo) else ProvisionerInfo.from_provisioner(p) for p in provisioners
@@ -356,7 +377,8 @@ def build_state(
         bound = isinstance(spec, Mapping) and bool(spec.get("nodeName"))
         if not bound and not metadata.get("deletionTimestamp"):
             live.add(str(uid))
-    return ExtenderState(node_infos, infos.values(), nominated_uids - live, version=version)
+    return ExtenderState(node_infos, infos.values(), nominated_uids - live, version=version,
+                         existing_provisioners=existing_provisioners)
 
 
 class SnapshotAdapter:
@@ -388,6 +410,9 @@ class SnapshotAdapter:
     def build(self, snapshot: Snapshot, version: object = None) -> ExtenderState:
         """The state of one :class:`provisioner.state.Snapshot` (the cache's consistent view)."""
         provisioners = {name: ProvisionerInfo.from_provisioner(p) for name, p in snapshot.provisioners.items()}
+        # every Provisioner object (an undecodable one still exists), once the cache has listed them
+        listed = "Provisioner" in snapshot.resource_versions
+        existing = set(snapshot.provisioner_objects) | set(provisioners) if listed else None
         infos: list[NodeInfo] = []
         kept: dict[str, tuple[object, tuple[object, ...], object, NodeInfo]] = {}
         for name, node in snapshot.nodes.items():
@@ -416,4 +441,4 @@ class SnapshotAdapter:
                 if pod is None or (pod.get("spec") or {}).get("nodeName") or (pod.get("metadata") or {}).get(
                         "deletionTimestamp"):
                     ended.add(uid)
-        return ExtenderState(infos, provisioners.values(), ended, version=version)
+        return ExtenderState(infos, provisioners.values(), ended, version=version, existing_provisioners=existing)

@@ -119,6 +119,8 @@ class ExpirationController:
         """The TTL was removed or raised before the node went: take our marks off it (one patch)."""
         if not objects.has_taint(node, DISRUPTED_TAINT_KEY) and replacements(node) is None:
             return Result.done()
+        if objects.annotations_of(node).get(objects.DISRUPTION_REASON_ANNOTATION):
+            return Result.done()  # another controller's taint (its Provisioner is deleted): not ours to lift
         name = objects.name(node)
         patch = objects.guarded(node, {
             "metadata": {"annotations": {REPLACEMENTS_ANNOTATION: None}},

@@ -26,6 +26,12 @@ from provisioner.scheduling import pods as podspec
 
 log = logging.getLogger(__name__)
 
+#: Why a controller tainted a node ``karpenter.sh/disrupted`` (set with the taint, in one write):
+#: ``provisioner-deleted`` (ownership). Expiration taints without it. Read by termination for
+#: its metric and by expiration, which never takes off a taint it did not set.
+DISRUPTION_REASON_ANNOTATION = "groupless.dev/disruption-reason"
+REASON_PROVISIONER_DELETED = "provisioner-deleted"
+
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
 

@@ -7,6 +7,14 @@ and deletes itself any node whose Provisioner no longer exists, because the garb
 runs in kube-controller-manager, which a cluster may not run (the local control plane), and
 because a Provisioner may be recreated under the same name with a new UID. Either way the Node's
 termination finalizer cordons, drains and terminates it.
+
+The decision is written first, as the taint ``karpenter.sh/disrupted:NoSchedule`` (with the
+annotation ``groupless.dev/disruption-reason: provisioner-deleted``), in one patch conditional
+on the resourceVersion read, and only then is the Node deleted. kube-scheduler's own
+TaintToleration filter then stops placing pods there at once, extender consulted or not: a
+bare pod bound in the moment between the decision and the cordon would otherwise be evicted
+and lost (nothing recreates it). Karpenter v1 taints a disruption candidate the same way
+before it acts.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from provisioner.api.labels import API_VERSION, KIND
+from provisioner.api.labels import API_VERSION, DISRUPTED_TAINT_KEY, KIND
 from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
 from provisioner.controllers.provisioners import get_provisioner
@@ -35,7 +43,7 @@ def owner_reference(provisioner: Object) -> dict[str, Any]:
 
 
 class OwnershipController:
-    """``reconcile(node) -> Result``: one patch or delete at most per call."""
+    """``reconcile(node) -> Result``: one patch, or the disrupted taint then a delete, per call."""
 
     name = "ownership"
 
@@ -54,6 +62,15 @@ class OwnershipController:
         stale = any(r.get("kind") == KIND and r.get("name") == owner_name and uid and r.get("uid") != uid for r in refs)
         if provisioner is None or objects.is_deleting(provisioner) or stale:
             why = "was deleted" if provisioner is None or stale else "is being deleted"
+            if not objects.has_taint(node, DISRUPTED_TAINT_KEY):
+                patch = objects.guarded(node, {
+                    "metadata": {"annotations": {
+                        objects.DISRUPTION_REASON_ANNOTATION: objects.REASON_PROVISIONER_DELETED}},
+                    "spec": {"taints": [*objects.taints(node), {"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}]},
+                })
+                self.ctx.patch("Node", name, patch)  # a stale read ends here in a 409: retried, nothing done
+                log.info("Tainted node %s %s:NoSchedule: its Provisioner %s %s", name, DISRUPTED_TAINT_KEY,
+                         owner_name, why)
             log.info("Deleting node %s: its Provisioner %s %s", name, owner_name, why)
             self.ctx.events.normal(node, "ProvisionerDeleted", f"Provisioner {owner_name} {why}; deleting node")
             self.ctx.delete_node(name)

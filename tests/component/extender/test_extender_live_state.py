@@ -111,3 +111,36 @@ def test_background_rebuild_follows_changes(loaded: tuple[FakeKubeAPI, ClusterSt
     finally:
         live.stop()
     assert live._thread is not None and not live._thread.is_alive()
+
+
+@pytest.mark.parametrize("finalizer", [False, True], ids=["deleted", "being-deleted"])
+def test_nodes_of_a_deleted_provisioner_are_rejected(loaded: tuple[FakeKubeAPI, ClusterState], finalizer: bool) -> None:
+    """kubectl delete provisioner, then a bare pod: it must not bind to a node about to be deleted."""
+    api, state = loaded
+    state.resync()
+    live = LiveState(state)
+    live.refresh()
+    team_a = [n for n, i in live().nodes.items() if i.provisioner == "team-a"]
+    request = body("filter-nodenames")
+    request["NodeNames"] = [*request["NodeNames"], *team_a]
+    before = post_filter(live, request)["FailedAndUnresolvableNodes"]
+    assert team_a and all(before.get(n) != "node's Provisioner is deleted or being deleted" for n in team_a)
+    if finalizer:
+        api.patch("Provisioner", "team-a", {"metadata": {"finalizers": ["example.com/hold"]}})
+    api.delete("Provisioner", "team-a")
+    remaining = {p["metadata"]["name"]: p for p in api.list("Provisioner")[0]}
+    assert ("team-a" in remaining) == finalizer
+    assert not finalizer or remaining["team-a"]["metadata"].get("deletionTimestamp")
+    live.refresh()
+    answer = post_filter(live, request)
+    for name in team_a:
+        assert answer["FailedAndUnresolvableNodes"][name] == "node's Provisioner is deleted or being deleted"
+        assert name not in answer["NodeNames"] and name not in answer["FailedNodes"]
+    assert N1 in answer["NodeNames"]  # nodes of the Provisioner that stays still pass
+    live.stop()
+
+
+def post_filter(live: LiveState, request: dict[str, Any]) -> Any:
+    from extender import handlers
+
+    return handlers.filter(request, live(), now())

@@ -82,3 +82,44 @@ def test_counter_sums_capacity_of_every_resource(cluster: Cluster) -> None:
     cluster.manager.resync()
     cluster.settle()
     assert [c for c in cluster.kube.calls if c[:2] == ("patch", "Provisioner")] == patches  # unchanged: no write
+
+
+def test_provisioner_deletion_taints_the_node_before_anything_else(cluster: Cluster) -> None:
+    """The first write to a node of a deleted Provisioner is the disrupted taint (kube-scheduler honours it).
+
+    Without it, a bare pod bound between the decision and the cordon was evicted at once and lost.
+    """
+    from provisioner.api.labels import DISRUPTED_TAINT_KEY
+    from provisioner.controllers.termination import termination_reason
+
+    cluster.provisioner("default")
+    name = cluster.node("default")["metadata"]["name"]
+    cluster.settle()
+    seen: list[dict[str, object]] = []
+    cluster.kube.subscribe(lambda kind, event: seen.append(event.object) if kind == "Node" else None)
+    cluster.kube.delete("Provisioner", "default")
+    cluster.settle()
+    assert cluster.nodes() == []
+    mine = [obj for obj in seen if obj["metadata"]["name"] == name]
+    first = mine[0]
+    assert not first["metadata"].get("deletionTimestamp")
+    assert not first["spec"].get("unschedulable")
+    assert {"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"} in first["spec"]["taints"]
+    assert first["metadata"]["annotations"]["groupless.dev/disruption-reason"] == "provisioner-deleted"
+    assert termination_reason(first) == "provisioner_deleted"
+    # and it stays tainted until it is gone: expiration (no TTL here) does not lift another's taint
+    assert any(obj["metadata"].get("deletionTimestamp") for obj in mine)
+    assert all(any(t["key"] == DISRUPTED_TAINT_KEY for t in obj["spec"]["taints"]) for obj in mine)
+
+
+def test_expiration_does_not_lift_the_taint_of_a_deleted_provisioner(cluster: Cluster) -> None:
+    from provisioner.api.labels import DISRUPTED_TAINT_KEY
+
+    cluster.provisioner("default")
+    node = cluster.node("default")
+    name = node["metadata"]["name"]
+    cluster.settle()
+    cluster.kube.patch("Node", name, {"metadata": {"annotations": {"groupless.dev/disruption-reason": "provisioner-deleted"}},
+                                      "spec": {"taints": [{"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}]}})
+    cluster.manager.expiration.reconcile(cluster.kube.get("Node", name))
+    assert cluster.kube.get("Node", name)["spec"]["taints"] == [{"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}]
