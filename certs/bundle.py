@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,41 @@ SERVING_VALIDITY = datetime.timedelta(days=365)
 ROTATION_LOOKAHEAD = datetime.timedelta(days=90)
 #: Certificates start an hour in the past so a client with a slightly slow clock accepts them.
 CLOCK_SKEW = datetime.timedelta(hours=1)
+
+
+#: One DNS label (RFC 1123 section 2.1): letters, digits and hyphens, not at either end, 1-63 long.
+_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+MAX_DNS_NAME_LENGTH = 253
+
+
+def dns_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a DNS SAN, or None when it can.
+
+    A hostname as RFC 1123 writes it (dot-separated labels of letters, digits and inner hyphens,
+    63 characters at most each, 253 in all, no trailing dot), optionally with a wildcard
+    ``*.`` as its whole first label (``*.groupless.svc``), as RFC 6125 and Go's crypto/x509
+    (which checks kube-apiserver's calls) match it. IP addresses belong in IP SANs, not here.
+    """
+    if not name:
+        return "it is empty"
+    if len(name) > MAX_DNS_NAME_LENGTH:
+        return f"longer than {MAX_DNS_NAME_LENGTH} characters"
+    labels = name.split(".")
+    if labels[0] == "*" and len(labels) > 1:
+        labels = labels[1:]
+    for label in labels:
+        if not label:
+            return "empty label (two dots in a row, or a leading or trailing dot)"
+        if len(label) > 63:
+            return f"label {label[:20]!r}... is longer than 63 characters"
+        if not _LABEL.fullmatch(label):
+            return (f"label {label!r} may hold only letters, digits and '-', and not start or end with '-'"
+                    if label != "*" else "'*' may only be the whole first label")
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return None
+    return "an IP address belongs in an IP SAN (--ip)"
 
 
 class CertError(ValueError):
@@ -286,10 +322,14 @@ def generate(
     ``client_auth`` it may also be used as a TLS client certificate (mutual TLS). ``ca``:
     ``(ca_cert_pem, ca_key_pem)`` of an existing CA to sign with instead of a new one (a
     renewal that keeps every ``caBundle`` valid); the serving certificate never outlives its
-    CA. Raises CertError for an invalid IP address, no name at all, or a CA pair that does not
-    load or match.
+    CA. Raises CertError for an invalid DNS name (:func:`dns_name_problem`) or IP address, no
+    name at all, or a CA pair that does not load or match.
     """
     dns = list(dict.fromkeys(dns_names))
+    for name in dns:
+        problem = dns_name_problem(name)
+        if problem:
+            raise CertError(f"--dns {name!r}: not a valid DNS name: {problem}")
     try:
         ips = [ipaddress.ip_address(a) for a in dict.fromkeys(ip_addresses)]
     except ValueError as error:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
-from certs.bundle import CertError, generate
+from certs.bundle import FILES, CertError, generate
 
 
 def register(subparsers: Any) -> None:
@@ -22,7 +23,8 @@ def register(subparsers: Any) -> None:
         "generate",
         help="write ca.crt, ca.key, tls.crt and tls.key (a new CA and a serving certificate it signs)",
         description="Write a new self-signed CA (ca.crt, ca.key) and a serving certificate (tls.crt, "
-        "tls.key) with a SAN for every --dns and --ip. Keys are ECDSA P-256, written with mode 0600.",
+        "tls.key) with a SAN for every --dns and --ip. Keys are ECDSA P-256, written with mode 0600. "
+        "Refuses to replace existing files unless --force.",
     )
     gen.add_argument("--dns", action="append", default=[], metavar="NAME",
                      help="DNS name for the serving certificate (repeatable), e.g. groupless-webhook.groupless.svc")
@@ -30,6 +32,9 @@ def register(subparsers: Any) -> None:
                      help="IP address for the serving certificate (repeatable), e.g. 127.0.0.1")
     gen.add_argument("--out", required=True, metavar="DIR", help="directory to write the four PEM files into")
     gen.add_argument("--days", type=int, default=365, help="validity of the serving certificate in days (default 365)")
+    gen.add_argument("--force", action="store_true",
+                     help="replace the files if --out already holds any of them (a new CA: every caBundle "
+                     "that trusts the old one must be updated)")
     gen.set_defaults(func=run_generate)
 
 
@@ -39,6 +44,11 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.days < 1:
         print("groupless certs generate: --days must be at least 1", file=sys.stderr)
         return 2
+    existing = [name for name in FILES if (Path(args.out) / name).exists()]
+    if existing and not args.force:
+        print(f"groupless certs generate: {args.out} already holds {', '.join(existing)}; a new CA would "
+              "break every caBundle that trusts the old one: pass --force to replace them", file=sys.stderr)
+        return 1
     try:
         bundle = generate(args.dns, args.ip, validity=datetime.timedelta(days=args.days))
     except CertError as error:

@@ -140,3 +140,47 @@ def test_signing_with_an_existing_ca() -> None:
         generate(["d"], ca=(first.ca_cert, other.ca_key))
     with pytest.raises(CertError, match="ca.key is not an unencrypted PEM private key"):
         generate(["d"], ca=(first.ca_cert, b"junk"))
+
+
+@pytest.mark.parametrize(("name", "problem"), [
+    ("bad name!", "label 'bad name!' may hold only letters, digits and '-', and not start or end with '-'"),
+    ("-a.svc", "label '-a' may hold only letters, digits and '-', and not start or end with '-'"),
+    ("a..svc", "empty label (two dots in a row, or a leading or trailing dot)"),
+    ("a.svc.", "empty label (two dots in a row, or a leading or trailing dot)"),
+    ("a.*.svc", "'*' may only be the whole first label"),
+    ("x" * 64, f"label {'x' * 20!r}... is longer than 63 characters"),
+    (".".join(["a" * 63] * 4), "longer than 253 characters"),
+    ("10.0.0.1", "an IP address belongs in an IP SAN (--ip)"),
+    ("", "it is empty"),
+])
+def test_invalid_dns_names_are_refused(name: str, problem: str) -> None:
+    with pytest.raises(CertError) as error:
+        generate([name])
+    assert str(error.value) == f"--dns {name!r}: not a valid DNS name: {problem}"
+
+
+def test_valid_dns_names_are_kept() -> None:
+    names = ["localhost", "*.groupless.svc", "ip-10-0-0-1.ec2.internal", "Groupless.Example.COM", "a" * 63]
+    assert generate(names).names()[0] == frozenset(names)
+
+
+def test_cli_generate_rejects_a_bad_dns_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["certs", "generate", "--dns", "bad name!", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        "groupless certs generate: --dns 'bad name!': not a valid DNS name: label 'bad name!' may hold only "
+        "letters, digits and '-', and not start or end with '-'\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_generate_keeps_an_existing_ca_unless_forced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["certs", "generate", "--dns", "a", "--out", str(tmp_path)]) == 0
+    before = CertBundle.read(tmp_path)
+    capsys.readouterr()
+    assert main(["certs", "generate", "--dns", "b", "--out", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        f"groupless certs generate: {tmp_path} already holds ca.crt, ca.key, tls.crt, tls.key; a new CA would "
+        "break every caBundle that trusts the old one: pass --force to replace them\n")
+    assert CertBundle.read(tmp_path) == before
+    assert main(["certs", "generate", "--dns", "b", "--out", str(tmp_path), "--force"]) == 0
+    after = CertBundle.read(tmp_path)
+    assert after.ca_cert != before.ca_cert and after.names()[0] == {"b"}
