@@ -32,6 +32,7 @@ class ControllerSettings:
     cloud_provider: str = "aws"
     aws_region: str | None = None
     aws_endpoint_url: str | None = None
+    aws_pricing_endpoint_url: str | None = None
     default_instance_profile: str | None = None
     eni_limited_pod_density: bool = True
     batch_idle_duration: float = 1.0
@@ -119,7 +120,10 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("cluster_ca_bundle", str, "base64 CA bundle of the API server, for node user data"),
     _Option("cloud_provider", _choice("aws", "fake"), "cloud provider: aws (boto3) or fake (in memory, tests)"),
     _Option("aws_region", _optional, "AWS region (unset: the SDK's default chain)"),
-    _Option("aws_endpoint_url", _optional, "EC2/SSM endpoint URL override (e.g. a moto server)"),
+    _Option("aws_endpoint_url", _optional, "EC2/SSM endpoint URL override (e.g. a moto server, a VPC endpoint)"),
+    _Option("aws_pricing_endpoint_url", _optional,
+            "Pricing API endpoint URL override (unset: AWS's own; when only --aws-endpoint-url is set, "
+            "the Pricing API is not called and the static price table is used)"),
     _Option("default_instance_profile", _optional, "instance profile when a Provisioner names none"),
     _Option("eni_limited_pod_density", _parse_bool, "max pods from ENI limits (false: 110)"),
     _Option("batch_idle_duration", _parse_duration, "seconds without a new pending pod that close a batch"),

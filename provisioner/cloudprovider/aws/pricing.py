@@ -53,6 +53,36 @@ def pricing_region(region: str) -> str:
     return "us-east-1"
 
 
+#: Longest error message a price-refresh warning carries (the rest is cut).
+MAX_ERROR_CHARS = 200
+
+
+def summarize_error(error: BaseException) -> str:
+    """One line for a log: a botocore error's operation, code, HTTP status and message, at most ~200 chars.
+
+    Why: a proxy or fake endpoint answers errors with HTML pages (``<!doctype html>...``) that
+    botocore puts whole into the message; logs must stay one line per event. An HTML or empty
+    message is left out; any other is cut to its first line and :data:`MAX_ERROR_CHARS`.
+    """
+    if isinstance(error, ClientError):
+        details = error.response.get("Error", {}) if isinstance(error.response, dict) else {}
+        metadata = error.response.get("ResponseMetadata", {}) if isinstance(error.response, dict) else {}
+        code = str(details.get("Code") or "Unknown")
+        status = metadata.get("HTTPStatusCode")
+        message = str(details.get("Message") or "")
+        head = f"{error.operation_name} failed: {code}" + (f" (HTTP {status})" if status else "")
+    else:
+        message = str(error)
+        head = type(error).__name__
+    lines = message.strip().splitlines()
+    first = lines[0].strip() if lines else ""
+    if not first or first.startswith("<"):
+        return head + (" (HTML error page omitted)" if first.startswith("<") else "")
+    if len(first) > MAX_ERROR_CHARS or len(lines) > 1:
+        first = first[:MAX_ERROR_CHARS].rstrip() + "..."
+    return f"{head}: {first}"
+
+
 def get_products_filters(region: str) -> list[dict[str, str]]:
     """``Filters`` of Pricing ``GetProducts`` for Linux, shared-tenancy, on-demand EC2 in ``region``."""
     fields = {
@@ -215,7 +245,8 @@ class PricingProvider:
         if kind not in self._failing:
             self._failing.add(kind)
             log.warning(
-                "Failed to refresh %s prices for %s, keeping the previous ones: %s", kind, self.region, error
+                "Failed to refresh %s prices for %s, keeping the previous ones: %s", kind, self.region,
+                summarize_error(error),
             )
 
     def _recovered(self, kind: str, count: int) -> None:

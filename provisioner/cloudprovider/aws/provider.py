@@ -179,9 +179,16 @@ class AWSCloudProvider:
         ec2 = session.client("ec2", **kwargs)
         ssm = session.client("ssm", **kwargs)
         pricing = None
-        if settings.pricing_api:
-            pricing_kwargs = dict(kwargs, region_name=pricing_region(settings.region))
+        if settings.uses_pricing_api:
+            # the Pricing API's own endpoint: never the EC2/SSM override
+            pricing_kwargs: dict[str, Any] = {"region_name": pricing_region(settings.region), "config": config}
+            if settings.pricing_endpoint_url:
+                pricing_kwargs["endpoint_url"] = settings.pricing_endpoint_url
             pricing = session.client("pricing", **pricing_kwargs)
+        elif settings.pricing_api:
+            log.info("EC2 endpoint override %s set without a Pricing API endpoint (--aws-pricing-endpoint-url): "
+                     "not calling the Pricing API; on-demand prices come from the static table",
+                     settings.endpoint_url)
         return cls(settings, ec2, ssm, pricing, clock)
 
     def start(self) -> None:

@@ -23,9 +23,13 @@ class AWSSettings:
 
     ``cluster_ca_bundle`` is the base64 PEM of the cluster CA (``--b64-cluster-ca``);
     ``service_cidr`` the cluster's Service CIDR (nodeadm requires it; EKS's default is
-    ``10.100.0.0/16``); ``endpoint_url`` points every client at another endpoint (a moto
-    server); ``pricing_file`` overrides prices (``--pricing-file``); ``pricing_api`` turns the
-    Pricing API on (off: static table and spot history only).
+    ``10.100.0.0/16``); ``endpoint_url`` points the EC2 and SSM clients at another endpoint (a
+    moto server, a VPC endpoint); ``pricing_endpoint_url`` points the Pricing API client (its own
+    service, ``api.pricing.<us-east-1|eu-central-1|ap-south-1>.amazonaws.com``: the EC2 override
+    is never applied to it). With ``endpoint_url`` set and ``pricing_endpoint_url`` not, the
+    Pricing API is not called (an EC2 override means a private or fake EC2, whose Pricing API
+    is unknown). ``pricing_file`` overrides prices (``--pricing-file``); ``pricing_api`` turns
+    the Pricing API on (off: static table and spot history only).
     """
 
     cluster_name: str
@@ -33,6 +37,7 @@ class AWSSettings:
     cluster_ca_bundle: str = ""
     region: str = "ap-south-1"
     endpoint_url: str | None = None
+    pricing_endpoint_url: str | None = None
     default_instance_profile: str | None = None
     eni_limited_pod_density: bool = True
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
@@ -46,6 +51,11 @@ class AWSSettings:
     spot_refresh_interval: float = 600.0
     describe_attempts: int = 6
     describe_interval: float = 1.0
+
+    @property
+    def uses_pricing_api(self) -> bool:
+        """Whether the Pricing API is called: on, and not only an EC2 endpoint override without a pricing one."""
+        return self.pricing_api and (self.pricing_endpoint_url is not None or self.endpoint_url is None)
 
     @property
     def kubernetes_minor(self) -> str:
@@ -67,6 +77,7 @@ class AWSSettings:
             cluster_ca_bundle=str(get("cluster_ca_bundle", "")),
             region=str(get("aws_region", "ap-south-1")),
             endpoint_url=get("aws_endpoint_url", None),
+            pricing_endpoint_url=get("aws_pricing_endpoint_url", None),
             default_instance_profile=get("default_instance_profile", None),
             eni_limited_pod_density=bool(get("eni_limited_pod_density", True)),
             kubernetes_version=kubernetes_version
