@@ -330,10 +330,12 @@ def generate(
         problem = dns_name_problem(name)
         if problem:
             raise CertError(f"--dns {name!r}: not a valid DNS name: {problem}")
-    try:
-        ips = [ipaddress.ip_address(a) for a in dict.fromkeys(ip_addresses)]
-    except ValueError as error:
-        raise CertError(f"--ip: {error}") from error
+    ips: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = []
+    for address in dict.fromkeys(ip_addresses):
+        try:
+            ips.append(ipaddress.ip_address(address))
+        except ValueError as error:
+            raise CertError(f"--ip {address!r}: not a valid IPv4 or IPv6 address") from error
     if not dns and not ips:
         raise CertError("a serving certificate needs at least one DNS name or IP address")
     now = now or datetime.datetime.now(datetime.UTC)
