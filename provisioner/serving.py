@@ -107,7 +107,8 @@ def _tls_pair_problem(cert_file: str, key_file: str, error: Exception) -> str:
         with open(cert_file, "rb") as handle:
             x509.load_pem_x509_certificates(handle.read())
     except (OSError, ValueError):
-        return f"--tls-cert-file {cert_file!r}: no PEM certificate in it"
+        hint = " (it holds a private key: swapped with --tls-key-file?)" if _holds_key(cert_file) else ""
+        return f"--tls-cert-file {cert_file!r}: no PEM certificate in it{hint}"
     try:
         with open(key_file, "rb") as handle:
             serialization.load_pem_private_key(handle.read(), password=None)
@@ -117,6 +118,14 @@ def _tls_pair_problem(cert_file: str, key_file: str, error: Exception) -> str:
         return (f"--tls-key-file {key_file!r} is not the key of the certificate in --tls-cert-file {cert_file!r} "
                 "(swapped files, or a key from another certificate?)")
     return f"--tls-cert-file {cert_file!r} and --tls-key-file {key_file!r} do not load: {error}"
+
+
+def _holds_key(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return b"PRIVATE KEY-----" in handle.read(64 * 1024)
+    except OSError:
+        return False
 
 
 def _ssl_context(config: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:

@@ -56,7 +56,8 @@ def test_each_wrong_file_is_named(pairs: tuple[dict[str, Path], dict[str, Path]]
                                 f"{crt!r} (swapped files, or a key from another certificate?)")
     with pytest.raises(serving.ServingError) as error:
         serving.check_tls_files(key, crt)  # swapped
-    assert str(error.value) == f"--tls-cert-file {key!r}: no PEM certificate in it"
+    assert str(error.value) == (
+        f"--tls-cert-file {key!r}: no PEM certificate in it (it holds a private key: swapped with --tls-key-file?)")
     with pytest.raises(serving.ServingError) as error:
         serving.check_tls_files(crt, ca)  # a certificate where the key should be
     assert str(error.value) == f"--tls-key-file {ca!r}: no unencrypted PEM private key in it"
