@@ -123,3 +123,46 @@ def test_expiration_does_not_lift_the_taint_of_a_deleted_provisioner(cluster: Cl
                                       "spec": {"taints": [{"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}]}})
     cluster.manager.expiration.reconcile(cluster.kube.get("Node", name))
     assert cluster.kube.get("Node", name)["spec"]["taints"] == [{"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}]
+
+
+def test_counter_writes_ready_condition_and_last_scale_time(cluster: Cluster) -> None:
+    from provisioner.clock import parse_rfc3339, rfc3339
+
+    cluster.provisioner()
+    cluster.settle()
+    status = cluster.kube.get("Provisioner", "default")["status"]
+    assert status["conditions"] == [{"type": "Ready", "status": "True", "lastTransitionTime": rfc3339(cluster.clock.now())}]
+    assert "lastScaleTime" not in status  # no node launched yet
+    ready_since = status["conditions"][0]["lastTransitionTime"]
+    cluster.clock.advance(60)
+    first = cluster.node()["metadata"]
+    cluster.clock.advance(60)
+    second = cluster.node()["metadata"]
+    cluster.settle()
+    status = cluster.kube.get("Provisioner", "default")["status"]
+    assert status["lastScaleTime"] == second["creationTimestamp"]
+    assert parse_rfc3339(status["lastScaleTime"]) > parse_rfc3339(first["creationTimestamp"])
+    assert status["conditions"][0]["lastTransitionTime"] == ready_since  # unchanged status, unchanged time
+    # the newest node goes: lastScaleTime is when it last launched, it does not move back
+    cluster.kube.delete("Node", second["name"])
+    cluster.settle()
+    assert cluster.kube.get("Provisioner", "default")["status"]["lastScaleTime"] == second["creationTimestamp"]
+
+
+def test_counter_marks_an_undecodable_provisioner_not_ready_then_ready_again(cluster: Cluster) -> None:
+    from provisioner.clock import rfc3339
+
+    cluster.provisioner()
+    cluster.settle()
+    cluster.clock.advance(30)
+    cluster.kube.patch("Provisioner", "default", {"spec": {"ttlSecondsAfterEmpty": "soon"}})
+    cluster.settle()
+    [ready] = cluster.kube.get("Provisioner", "default")["status"]["conditions"]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", "InvalidSpec")
+    assert "ttlSecondsAfterEmpty" in ready["message"]
+    assert ready["lastTransitionTime"] == rfc3339(cluster.clock.now())
+    cluster.clock.advance(30)
+    cluster.kube.patch("Provisioner", "default", {"spec": {"ttlSecondsAfterEmpty": 30}})
+    cluster.settle()
+    assert cluster.kube.get("Provisioner", "default")["status"]["conditions"] == [
+        {"type": "Ready", "status": "True", "lastTransitionTime": rfc3339(cluster.clock.now())}]
