@@ -8,15 +8,23 @@ output) or from EC2 itself (a moto server works), and runs the very solver the p
 controller runs. Provisioners get the admission webhook's defaults and validation, so an
 object the cluster would refuse is refused here too.
 
+The region decides the prices, so it is never guessed silently: ``--region``, else the region
+of the offerings file's zones, else (catalog from EC2) ``AWS_REGION`` / ``AWS_DEFAULT_REGION`` /
+the profile's region; without any, the command asks for ``--region``. The region and where the
+prices came from are printed with the plan, and a pricing file without that region is a warning.
+
 Errors (bad YAML, unknown kinds, invalid objects, unreadable catalog files) name the file and
-the document (1-based) and exit with status 1; no plan is printed then.
+the document (1-based) and exit with status 1; no plan is printed then. A plan in which some
+pods are unschedulable is still a plan: status 0, like ``kubectl apply --dry-run``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -204,13 +212,18 @@ def read_inputs(paths: Sequence[str]) -> Inputs:
 
 
 # ----------------------------------------------------------------------------- catalog
-def _json_file(path: str, key: str) -> list[dict[str, Any]]:
+def _read_json(path: str) -> Any:
+    """The JSON document of a catalog or pricing file. Raises PlanInputError naming the file once."""
     try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as error:
         raise PlanInputError(f"{path}: cannot read: {error}") from error
     except json.JSONDecodeError as error:
         raise PlanInputError(f"{path}: not valid JSON: {error}") from error
+
+
+def _json_file(path: str, key: str) -> list[dict[str, Any]]:
+    document = _read_json(path)
     if isinstance(document, list):
         return document
     if not isinstance(document, dict) or not isinstance(document.get(key), list):
@@ -219,10 +232,57 @@ def _json_file(path: str, key: str) -> list[dict[str, Any]]:
     return items
 
 
+#: ``ap-south-1a`` -> ``ap-south-1``; also ``us-gov-west-1a``, Local Zones (``us-west-2-lax-1a``)
+#: and Wavelength Zones (``us-east-1-wl1-bos-wlz-1``): the region is the zone name up to its number.
+_ZONE_REGION = re.compile(r"^([a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+)(?:[a-z]$|-)")
+#: The logger whose "no price known ... estimating" warning plan reprints as one ``warning:`` line.
+_CATALOG_LOGGER = "provisioner.cloudprovider.aws.catalog"
+
+
+def region_of_zone(zone: str) -> str | None:
+    """The region of an availability zone name (``ap-south-1a`` -> ``ap-south-1``), None if not one."""
+    match = _ZONE_REGION.match(zone)
+    return match.group(1) if match else None
+
+
+def offerings_region(offerings: Sequence[Mapping[str, Any]], path: str) -> str:
+    """The one region of the offerings' zones. Raises PlanInputError when it is not one region."""
+    regions: set[str] = set()
+    unknown: set[str] = set()
+    for item in offerings:
+        location = str(item.get("Location", ""))
+        if item.get("LocationType", "availability-zone") == "region":
+            regions.add(location)
+            continue
+        region = region_of_zone(location)
+        if region is None:
+            unknown.add(location)
+        else:
+            regions.add(region)
+    if unknown or len(regions) != 1:
+        seen = ", ".join(sorted(regions | unknown)) or "none"
+        raise PlanInputError(f"{path}: cannot tell the region from the offerings' locations ({seen}): pass --region")
+    return regions.pop()
+
+
+def _environment_region() -> tuple[str, str] | None:
+    """(region, where it came from) from AWS_REGION, AWS_DEFAULT_REGION or the AWS profile, else None."""
+    for variable in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        if os.environ.get(variable):
+            return os.environ[variable], f"${variable}"
+    import boto3
+
+    profile_region = boto3.session.Session().region_name
+    if profile_region:
+        return profile_region, "the AWS profile"
+    return None
+
+
 def _from_ec2(region: str, endpoint_url: str | None) -> tuple[list[Any], list[Any]]:
     import boto3
     import botocore.exceptions
 
+    where = f"EC2 ({endpoint_url or region})"
     try:
         ec2 = boto3.client("ec2", region_name=region, endpoint_url=endpoint_url)
         types = [t for page in ec2.get_paginator("describe_instance_types").paginate() for t in page["InstanceTypes"]]
@@ -232,39 +292,129 @@ def _from_ec2(region: str, endpoint_url: str | None) -> tuple[list[Any], list[An
             for o in page["InstanceTypeOfferings"]
         ]
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-        raise PlanInputError(f"EC2 ({endpoint_url or region}): {error}") from error
+        raise PlanInputError(f"{where}: {error}") from error
     return types, offerings
 
 
-def load_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner]) -> dict[str, list[InstanceType]]:
-    """Instance types per Provisioner (kubelet settings change pods and overhead)."""
-    from provisioner.cloudprovider.aws.catalog import (
-        PricingFileError,
-        instance_types_from_ec2,
-        load_pricing_file,
-        static_price_book,
-    )
+@dataclass
+class Catalog:
+    """What :func:`read_catalog` found: instance types per Provisioner, the region and its prices."""
+
+    instance_types: dict[str, list[InstanceType]]
+    region: str
+    #: How the region was chosen: ``--region``, ``the offerings' zones``, ``$AWS_REGION``, ...
+    region_source: str
+    #: Where the prices came from, e.g. ``pricing file p.json over static table``.
+    price_source: str
+    #: ``capacity-type/instance-type`` pairs whose price is an estimate, sorted.
+    estimated: tuple[str, ...] = ()
+
+
+class _Captured(logging.Handler):
+    """Collects the catalog's warnings so that plan prints them once, in its own form."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _price_book(path: str | None, region: str, warnings: list[str]) -> Any:
+    """The static list prices of ``region``, overridden by the pricing file's section for it."""
+    from provisioner.cloudprovider.aws.catalog import PricingFileError, parse_pricing, static_price_book
+
+    book = static_price_book(region)
+    if not path:
+        return book
+    document = _read_json(path)
+    try:
+        overrides = parse_pricing(document, region, source=f"pricing file {path}")
+    except PricingFileError as error:
+        raise PlanInputError(f"{path}: {error}") from error
+    if not overrides.on_demand and not overrides.spot:
+        regions = ", ".join(sorted(str(k) for k in document)) if isinstance(document, dict) else ""
+        warnings.append(f"{path}: no prices for region {region} (the file has: {regions or 'none'}); "
+                        f"using {book.source}")
+        return book
+    return book.merged(overrides)
+
+
+def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], warnings: list[str]) -> Catalog:
+    """Instance types per Provisioner (kubelet settings change pods and overhead), region and prices.
+
+    Region: ``--region``; else, with ``--offerings``, the region of its zones; else (catalog from
+    EC2) ``AWS_REGION``, ``AWS_DEFAULT_REGION`` or the profile's; else PlanInputError asking for
+    ``--region``. Advice (region mismatch, pricing file without the region, estimated prices)
+    is appended to ``warnings``.
+    """
+    from provisioner.cloudprovider.aws.catalog import instance_types_from_ec2
 
     if args.instance_types or args.offerings:
         if not (args.instance_types and args.offerings):
             raise PlanInputError("--instance-types and --offerings go together")
         types = _json_file(args.instance_types, "InstanceTypes")
         offerings = _json_file(args.offerings, "InstanceTypeOfferings")
+        zones_region = offerings_region(offerings, args.offerings) if offerings else None
+        if args.region:
+            region, region_source = args.region, "--region"
+            if zones_region and zones_region != region:
+                warnings.append(f"--region {region} but the offerings in {args.offerings} are in {zones_region}: "
+                                f"prices are looked up for {region}")
+        elif zones_region:
+            region, region_source = zones_region, f"the zones of {args.offerings}"
+        else:
+            raise PlanInputError(f"{args.offerings}: no offerings to tell the region from: pass --region")
     else:
-        types, offerings = _from_ec2(args.region, args.aws_endpoint_url)
-    book = static_price_book(args.region)
-    if args.pricing_file:
-        try:
-            book = book.merged(load_pricing_file(args.pricing_file, args.region))
-        except (OSError, PricingFileError) as error:
-            raise PlanInputError(f"{args.pricing_file}: {error}") from error
+        if args.region:
+            region, region_source = args.region, "--region"
+        else:
+            found = _environment_region()
+            if found is None:
+                raise PlanInputError(
+                    f"no AWS region to read the catalog from EC2 ({args.aws_endpoint_url or 'AWS'}): pass --region "
+                    f"(or set AWS_REGION), or give --instance-types and --offerings files")
+            region, region_source = found
+        types, offerings = _from_ec2(region, args.aws_endpoint_url)
+    book = _price_book(args.pricing_file, region, warnings)
     result = {}
-    for p in provisioners:
-        try:
-            result[p.name] = instance_types_from_ec2(types, offerings, book, kubelet=p.spec.kubelet_configuration)
-        except (KeyError, TypeError, ValueError) as error:
-            raise PlanInputError(f"instance type catalog: {error}") from error
-    return result
+    captured = _Captured()
+    logger = logging.getLogger(_CATALOG_LOGGER)
+    propagate = logger.propagate
+    logger.addHandler(captured)
+    logger.propagate = False
+    try:
+        for p in provisioners:
+            try:
+                result[p.name] = instance_types_from_ec2(types, offerings, book, kubelet=p.spec.kubelet_configuration)
+            except (KeyError, TypeError, ValueError) as error:
+                raise PlanInputError(f"instance type catalog: {error}") from error
+    finally:
+        logger.removeHandler(captured)
+        logger.propagate = propagate
+    estimated = tuple(book.estimated())
+    if estimated:
+        shown = ", ".join(estimated[:6]) + (f" and {len(estimated) - 6} more" if len(estimated) > 6 else "")
+        warnings.append(f"no price known in {region} for {shown} (prices from {book.source}): estimated from vCPU, "
+                        f"memory, GPU and architecture; pass --pricing-file with prices for {region} for real figures")
+    # any other catalog warning, as is (the estimate one is summarised above)
+    warnings.extend(r.getMessage() for r in captured.records if "price known" not in r.getMessage())
+    return Catalog(instance_types=result, region=region, region_source=region_source,
+                   price_source=str(book.source), estimated=estimated)
+
+
+def load_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner]) -> dict[str, list[InstanceType]]:
+    """Instance types per Provisioner (see :func:`read_catalog`; its warnings go to stderr)."""
+    warnings: list[str] = []
+    catalog = read_catalog(args, provisioners, warnings)
+    _print_warnings(warnings)
+    return catalog.instance_types
+
+
+def _print_warnings(warnings: Sequence[str]) -> None:
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 # ----------------------------------------------------------------------------- planning
@@ -304,9 +454,16 @@ def build_input(inputs: Inputs, catalog: Mapping[str, Sequence[InstanceType]]) -
                        daemonsets=daemonsets, provisioner_usage=usage)
 
 
-def plan_to_json(plan: Plan) -> dict[str, Any]:
-    """The JSON form documented in issue 4."""
-    return {
+def plan_to_json(plan: Plan, catalog: Catalog | None = None) -> dict[str, Any]:
+    """The JSON form documented in issue 4.
+
+    With ``catalog``, ``region``, ``priceSource`` and ``estimatedPrices`` come first.
+    """
+    result: dict[str, Any] = {}
+    if catalog is not None:
+        result.update(region=catalog.region, priceSource=catalog.price_source,
+                      estimatedPrices=list(catalog.estimated))
+    result.update({
         "nodes": [
             {
                 "provisioner": n.provisioner,
@@ -321,12 +478,20 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "existing": [{"node": e.node, "pods": [p.key for p in e.pods]} for e in plan.existing],
         "unschedulable": [{"pod": e.pod.key, "reason": e.reason} for e in plan.unschedulable],
         "totalPricePerHour": round(plan.total_price, 6),
-    }
+    })
+    return result
 
 
-def plan_to_table(plan: Plan) -> str:
-    """A human table: one line per new node, then existing placements and unschedulable pods."""
+def plan_to_table(plan: Plan, catalog: Catalog | None = None) -> str:
+    """A human table: one line per new node, then existing placements, unschedulable pods, the total.
+
+    With ``catalog``, a first line names the region, where it came from, and the price source.
+    """
     lines = []
+    if catalog is not None:
+        estimated = f"; {len(catalog.estimated)} estimated" if catalog.estimated else ""
+        lines.append(f"Region: {catalog.region} (from {catalog.region_source}); "
+                     f"prices: {catalog.price_source}{estimated}")
     if plan.new_nodes:
         header = ("PROVISIONER", "INSTANCE TYPE", "ZONE", "CAPACITY TYPE", "$/HOUR", "PODS", "OPTIONS")
         rows = [header]
@@ -350,22 +515,27 @@ def plan_to_table(plan: Plan) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``groupless plan``: 0 when a plan was printed (even with unschedulable pods), 1 on input errors."""
+    warnings: list[str] = []
     try:
         inputs = read_inputs(args.file)
         if not inputs.provisioners:
             raise PlanInputError("no Provisioner in the input: nothing could be launched")
-        catalog = load_catalog(args, inputs.provisioners)
-        plan = solve(build_input(inputs, catalog))
+        catalog = read_catalog(args, inputs.provisioners, warnings)
+        plan = solve(build_input(inputs, catalog.instance_types))
     except PlanInputError as error:
+        _print_warnings(warnings)
         print(f"error: {error}", file=sys.stderr)
         return 1
     except ValueError as error:  # an invalid Provisioner requirement the validator let through
+        _print_warnings(warnings)
         print(f"error: {error}", file=sys.stderr)
         return 1
+    _print_warnings(warnings)
     if args.output == "json":
-        print(json.dumps(plan_to_json(plan), indent=2))
+        print(json.dumps(plan_to_json(plan, catalog), indent=2))
     else:
-        print(plan_to_table(plan))
+        print(plan_to_table(plan, catalog))
     return 0
 
 
@@ -385,11 +555,13 @@ def register(subparsers: Any) -> None:
                         help="DescribeInstanceTypeOfferings (LocationType availability-zone) response JSON")
     parser.add_argument("--pricing-file", metavar="FILE",
                         help='prices, {"<region>": {"<type>": usd}} or {"<region>": {"on-demand": {...}, "spot": {...}}}')
-    parser.add_argument("--region", default=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-                        or "us-east-1", help="AWS region (default: $AWS_REGION, else us-east-1)")
+    parser.add_argument("--region", default=None,
+                        help="AWS region (default: the offerings file's, else $AWS_REGION, $AWS_DEFAULT_REGION "
+                             "or the AWS profile's)")
     parser.add_argument("--aws-endpoint-url", metavar="URL", help="EC2 endpoint (for example a moto server)")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
     parser.set_defaults(func=run)
 
 
-__all__ = ["register", "run", "read_inputs", "build_input", "plan_to_json", "plan_to_table", "PlanInputError"]
+__all__ = ["register", "run", "read_inputs", "read_catalog", "load_catalog", "build_input", "plan_to_json",
+           "plan_to_table", "region_of_zone", "offerings_region", "Catalog", "PlanInputError"]

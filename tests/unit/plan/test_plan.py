@@ -62,18 +62,35 @@ spec: {minAvailable: 2, selector: {matchLabels: {app: inflate}}}
 """
 
 
-def run(capsys, *files, output="json"):
+PRICING = FIXTURES / "pricing.json"
+OFFERINGS = FIXTURES / "offerings.json"
+SOURCE = f"pricing file {PRICING} over static table (us-east-1 as proxy)"
+
+
+def parser():
     parser = argparse.ArgumentParser()
     plan_cli.register(parser.add_subparsers(dest="command"))
+    return parser
+
+
+def run(capsys, *files, output="json", region="ap-south-1", pricing=PRICING, extra=()):
     argv = ["plan"]
     for f in files:
         argv += ["-f", str(f)]
-    argv += ["--instance-types", str(FIXTURES / "instance-types.json"), "--offerings", str(FIXTURES / "offerings.json"),
-             "--pricing-file", str(FIXTURES / "pricing.json"), "--region", "ap-south-1", "-o", output]
-    args = parser.parse_args(argv)
+    argv += ["--instance-types", str(FIXTURES / "instance-types.json"), "--offerings", str(OFFERINGS), "-o", output]
+    if pricing is not None:
+        argv += ["--pricing-file", str(pricing)]
+    if region is not None:
+        argv += ["--region", region]
+    args = parser().parse_args([*argv, *extra])
     code = args.func(args)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def plan_body(result):
+    """The issue-4 keys of a JSON plan (without region, priceSource, estimatedPrices)."""
+    return {k: v for k, v in result.items() if k not in ("region", "priceSource", "estimatedPrices")}
 
 
 def write(tmp_path, name, text):
@@ -86,6 +103,7 @@ def test_walkthrough_plan_is_one_r6gd_xlarge_on_demand_in_ap_south_1a(tmp_path, 
     code, out, err = run(capsys, write(tmp_path, "p.yaml", WALKTHROUGH_PROVISIONER), write(tmp_path, "i.yaml", INFLATE))
     assert code == 0, err
     assert json.loads(out) == {
+        "region": "ap-south-1", "priceSource": SOURCE, "estimatedPrices": [],
         "nodes": [{"provisioner": "default", "instanceTypes": ["r6gd.xlarge"], "zone": "ap-south-1a",
                    "capacityType": "on-demand", "pricePerHour": 0.2304,
                    "pods": ["default/inflate-0", "default/inflate-1", "default/inflate-2"]}],
@@ -98,7 +116,8 @@ def test_table_output_and_directory_input(tmp_path, capsys):
     write(tmp_path, "02-inflate.yaml", INFLATE)
     code, out, _ = run(capsys, tmp_path, output="table")
     assert code == 0
-    assert out.splitlines()[1].split() == ["default", "r6gd.xlarge", "ap-south-1a", "on-demand", "0.2304", "3",
+    assert out.splitlines()[0] == f"Region: ap-south-1 (from --region); prices: {SOURCE}"
+    assert out.splitlines()[2].split() == ["default", "r6gd.xlarge", "ap-south-1a", "on-demand", "0.2304", "3",
                                            "r6gd.xlarge"]
     assert out.splitlines()[-1] == "Total: 1 new node(s) for 3 pod(s), $0.2304/hour"
 
