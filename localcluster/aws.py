@@ -25,7 +25,9 @@ written straight into moto's in-process SSM backend; that works because ``Thread
 serves from this process's state.
 
 ``python -m localcluster.aws --port P`` starts a seeded server, prints one JSON line describing
-the account, and blocks until SIGINT/SIGTERM (the local control plane runs it as a subprocess).
+the account (the local control plane, which runs it as a subprocess, parses that first line)
+then the shell ``export`` lines a user needs to point ``groupless plan`` or the AWS CLI at it,
+and blocks until SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -302,6 +304,19 @@ def seed_account(
     )
 
 
+def shell_exports(endpoint_url: str, region: str) -> list[str]:
+    """The lines ``python -m localcluster.aws`` prints after its JSON line, for a user's shell.
+
+    boto3 refuses to sign a request without credentials ("Unable to locate credentials") even
+    for moto, which accepts any; the region must be the seeded one or EC2 answers for another.
+    """
+    return [
+        "# moto accepts any credentials; to use this server from a shell (groupless plan, aws):",
+        f"export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION={region}",
+        f"# groupless plan -f manifests/ --aws-endpoint-url {endpoint_url}",
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m localcluster.aws``: serve a seeded moto until SIGINT/SIGTERM."""
     parser = argparse.ArgumentParser(prog="python -m localcluster.aws", description=__doc__.splitlines()[0])
@@ -313,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     server, endpoint_url = start_moto_server(args.host, args.port)
     account = seed_account(endpoint_url, args.region, args.cluster, args.kubernetes_minor)
-    print(account.to_json(), flush=True)
+    print(account.to_json(), flush=True)  # first line: localcluster.cluster parses it
+    print("\n".join(shell_exports(endpoint_url, args.region)), flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -291,6 +291,10 @@ def _from_ec2(region: str, endpoint_url: str | None) -> tuple[list[Any], list[An
                 LocationType="availability-zone")
             for o in page["InstanceTypeOfferings"]
         ]
+    except botocore.exceptions.NoCredentialsError as error:
+        raise PlanInputError(
+            f"{where}: {error}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE); a moto server "
+            f"accepts any values, e.g. AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing") from error
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
         raise PlanInputError(f"{where}: {error}") from error
     return types, offerings

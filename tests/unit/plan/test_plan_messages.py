@@ -149,3 +149,23 @@ def test_ec2_catalog_takes_the_region_from_aws_region(tmp_path, capsys, no_aws_r
     assert result["region"] == "ap-south-1"
     assert [(n["instanceTypes"], n["zone"], n["pricePerHour"]) for n in result["nodes"]] == [
         (["r6gd.xlarge"], "ap-south-1a", 0.2304)]
+
+
+def test_ec2_catalog_without_credentials_says_how_to_set_them(tmp_path, capsys, no_aws_region):
+    code, out, err = ec2_plan(capsys, tmp_path, "--region", "ap-south-1", "--aws-endpoint-url", "http://127.0.0.1:9")
+    assert (code, out) == (1, "")
+    assert errors(err) == [
+        "error: EC2 (http://127.0.0.1:9): Unable to locate credentials: set AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE); a moto server accepts any values, e.g. AWS_ACCESS_KEY_ID=testing "
+        "AWS_SECRET_ACCESS_KEY=testing"]
+
+
+# ----------------------------------------------------------------------------- 2. moto server output
+def test_local_moto_server_prints_the_exports_after_its_json_line():
+    from localcluster.aws import shell_exports
+
+    assert shell_exports("http://127.0.0.1:5000", "ap-south-1") == [
+        "# moto accepts any credentials; to use this server from a shell (groupless plan, aws):",
+        "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=ap-south-1",
+        "# groupless plan -f manifests/ --aws-endpoint-url http://127.0.0.1:5000",
+    ]
