@@ -6,7 +6,7 @@ DaemonSets, Nodes, volumes) from YAML or JSON files, takes the instance-type cat
 saved EC2 answers (``aws ec2 describe-instance-types`` / ``describe-instance-type-offerings``
 output) or from EC2 itself (a moto server works), and runs the very solver the provisioning
 controller runs. Provisioners get the admission webhook's defaults and validation, so an
-object the cluster would refuse is refused here too.
+object the cluster would refuse is refused here too, and the webhook's warnings are printed.
 
 The region decides the prices, so it is never guessed silently: ``--region``, else the region
 of the offerings file's zones, else (catalog from EC2) ``AWS_REGION`` / ``AWS_DEFAULT_REGION`` /
@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from provisioner.api.quantity import format_quantity
 from provisioner.api.types import Provisioner
 from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.instancetypes import InstanceType
@@ -74,14 +75,34 @@ class Inputs:
     pvs: list[dict[str, Any]] = field(default_factory=list)
     storage_classes: list[dict[str, Any]] = field(default_factory=list)
     where: dict[int, str] = field(default_factory=dict)  # id(pod object) -> "file, document N"
+    #: Advice that does not stop the plan (webhook warnings, replaced Provisioners), "file: document N: ..."
+    warnings: list[str] = field(default_factory=list)
+
+
+#: ``-f -``: read the manifests from standard input, as ``kubectl apply -f -`` does.
+STDIN = "-"
+#: How standard input is named in messages (kubectl says ``error validating "STDIN"``).
+STDIN_NAME = "STDIN"
+#: Kinds of newer Karpenter APIs that Groupless does not serve, with what to write instead.
+_KARPENTER_V1_KINDS = frozenset({"NodePool", "NodeClaim", "Machine"})
 
 
 # ----------------------------------------------------------------------------- reading
-def _files(paths: Sequence[str]) -> Iterator[Path]:
+def _files(paths: Sequence[str]) -> Iterator[Path | None]:
+    """The files to read, in order; None stands for standard input (``-f -``)."""
+    stdin_seen = False
     for raw in paths:
+        if raw == STDIN:
+            if stdin_seen:
+                raise PlanInputError("-f -: standard input can be read only once")
+            stdin_seen = True
+            yield None
+            continue
         path = Path(raw)
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in EXTENSIONS)
+            if not found:
+                raise PlanInputError(f"no YAML or JSON files in {raw} (looked for {', '.join(EXTENSIONS)})")
             yield from found
         elif path.exists():
             yield path
@@ -89,18 +110,21 @@ def _files(paths: Sequence[str]) -> Iterator[Path]:
             raise PlanInputError(f"{raw}: no such file or directory")
 
 
-def _documents(path: Path) -> Iterator[tuple[int, Any]]:
+def _documents(path: Path | None) -> Iterator[tuple[int, Any]]:
+    """(1-based document number, object) of a file, or of standard input when ``path`` is None."""
+    name = STDIN_NAME if path is None else str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = sys.stdin.read() if path is None else path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise PlanInputError(f"{path}: cannot read: {error}") from error
+        raise PlanInputError(f"{name}: cannot read: {error}") from error
+    as_json = path is not None and path.suffix == ".json"
     try:
-        if path.suffix == ".json":
+        if as_json:
             docs: list[Any] = [json.loads(text)]
         else:
             docs = list(yaml.safe_load_all(text))
     except (yaml.YAMLError, json.JSONDecodeError) as error:
-        raise PlanInputError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from error
+        raise PlanInputError(f"{name}: not valid {'JSON' if as_json else 'YAML'}: {error}") from error
     index = 0
     for doc in docs:
         if doc is None:
@@ -113,6 +137,16 @@ def _documents(path: Path) -> Iterator[tuple[int, Any]]:
             yield index, doc
 
 
+def _named(kind: str, obj: Mapping[str, Any]) -> str:
+    """``Provisioner default``, ``Pod team/web-0``, or ``a Provisioner without metadata.name``."""
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not name:
+        return f"a {kind} without metadata.name"
+    namespace = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    return f"{kind} {namespace}/{name}" if namespace and kind not in ("Provisioner", "Node") else f"{kind} {name}"
+
+
 def _expand(kind: str, obj: Mapping[str, Any], where: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Pods (and claims, for StatefulSet volumeClaimTemplates) a workload object stands for."""
     metadata = obj.get("metadata") or {}
@@ -120,6 +154,8 @@ def _expand(kind: str, obj: Mapping[str, Any], where: str) -> tuple[list[dict[st
     name = str(metadata.get("name") or "")
     namespace = str(metadata.get("namespace") or "default")
     template = spec.get("template")
+    if not name:
+        raise PlanInputError(f"{where}: {_named(kind, obj)}: metadata.name: required field is missing")
     if not isinstance(template, Mapping):
         raise PlanInputError(f"{where}: {kind} {namespace}/{name}: spec.template: required")
     try:
@@ -151,37 +187,63 @@ def _expand(kind: str, obj: Mapping[str, Any], where: str) -> tuple[list[dict[st
     return pods, claims
 
 
-def _provisioner(obj: dict[str, Any], where: str) -> Provisioner:
+def _provisioner(obj: dict[str, Any], where: str, warnings: list[str]) -> Provisioner:
+    """The defaulted, validated Provisioner; the webhook's warnings are appended to ``warnings``."""
     from provisioner.api.defaults import default_provisioner
     from provisioner.api.schemas import load_provisioner
     from provisioner.api.validation import validate_provisioner
 
-    name = (obj.get("metadata") or {}).get("name")
+    named = _named("Provisioner", obj)
     try:
         defaulted = default_provisioner(obj)
         result = validate_provisioner(defaulted)
         if result.errors:
-            raise PlanInputError(f"{where}: Provisioner {name}: invalid: {result.message}")
+            raise PlanInputError(f"{where}: {named}: invalid: {result.message}")
+        warnings.extend(f"{where}: {named}: {warning}" for warning in result.warnings)
         return load_provisioner(defaulted)
     except PlanInputError:
         raise
     except ValueError as error:
-        raise PlanInputError(f"{where}: Provisioner {name}: invalid: {error}") from error
+        raise PlanInputError(f"{where}: {named}: invalid: {error}") from error
+
+
+def _unknown_kind(kind: str, doc: Mapping[str, Any], where: str) -> PlanInputError:
+    api_version = doc.get("apiVersion")
+    message = f"{where}: unknown kind {kind!r} (apiVersion {api_version})"
+    if kind in _KARPENTER_V1_KINDS or str(api_version or "").startswith("karpenter."):
+        message += ("; Groupless serves Karpenter's karpenter.sh/v1alpha5 Provisioner API: write it as "
+                    "`apiVersion: karpenter.sh/v1alpha5`, `kind: Provisioner` (see docs/provisioner-reference.md)")
+    return PlanInputError(message)
 
 
 def read_inputs(paths: Sequence[str]) -> Inputs:
-    """Every object of ``paths`` sorted into :class:`Inputs`. Raises PlanInputError."""
+    """Every object of ``paths`` sorted into :class:`Inputs`. Raises PlanInputError.
+
+    ``paths``: files, directories (every ``.yaml``/``.yml``/``.json`` file below, sorted) or
+    ``-`` for standard input. Like ``kubectl apply -f``, an object without ``apiVersion`` is
+    refused and a later Provisioner of the same name replaces an earlier one (with a warning).
+    """
     inputs = Inputs()
+    provisioner_where: dict[str, str] = {}
     for path in _files(paths):
         for index, doc in _documents(path):
-            where = f"{path}: document {index}"
+            where = f"{STDIN_NAME if path is None else path}: document {index}"
             if not isinstance(doc, dict):
                 raise PlanInputError(f"{where}: expected a Kubernetes object, got {type(doc).__name__}")
             kind = doc.get("kind")
             if not kind:
-                raise PlanInputError(f"{where}: kind: required")
+                raise PlanInputError(f"{where}: kind: required field is missing")
+            if not doc.get("apiVersion"):
+                raise PlanInputError(f"{where}: {_named(str(kind), doc)}: apiVersion: required field is missing "
+                                     f"(kubectl refuses an object without it)")
             if kind == "Provisioner":
-                inputs.provisioners.append(_provisioner(doc, where))
+                provisioner = _provisioner(doc, where, inputs.warnings)
+                if provisioner.name in provisioner_where:
+                    inputs.warnings.append(
+                        f"{where}: Provisioner {provisioner.name} replaces the one in "
+                        f"{provisioner_where[provisioner.name]} (same name; the later one wins, as with kubectl apply)")
+                provisioner_where[provisioner.name] = where
+                inputs.provisioners.append(provisioner)
             elif kind == "Pod":
                 inputs.pods.append(doc)
                 inputs.where[id(doc)] = where
@@ -205,7 +267,7 @@ def read_inputs(paths: Sequence[str]) -> Inputs:
             elif kind in IGNORED_KINDS:
                 continue
             else:
-                raise PlanInputError(f"{where}: unknown kind {kind!r} (apiVersion {doc.get('apiVersion')})")
+                raise _unknown_kind(str(kind), doc, where)
     # like `kubectl apply -f`, a later object of the same name replaces an earlier one
     inputs.provisioners = list({p.name: p for p in inputs.provisioners}.values())
     return inputs
@@ -430,32 +492,55 @@ def build_input(inputs: Inputs, catalog: Mapping[str, Sequence[InstanceType]]) -
         if spec.get("nodeName") or is_daemonset_pod(obj) or is_static_pod(obj) or is_terminal(obj):
             continue
         where = inputs.where.get(id(obj), "input")
-        name = (obj.get("metadata") or {}).get("name")
         try:
             reqs = volume_requirements(obj, inputs.pvcs, inputs.pvs, inputs.storage_classes)
             pending.append(pod_from_manifest(obj, reqs))
         except ValueError as error:
-            raise PlanInputError(f"{where}: Pod {name}: {error}") from error
+            raise PlanInputError(f"{where}: {_named('Pod', obj)}: {error}") from error
     daemonsets = []
     for ds in inputs.daemonsets:
         try:
             daemonsets.append(daemonset_pod(ds))
         except ValueError as error:
-            raise PlanInputError(f"{inputs.where.get(id(ds), 'input')}: DaemonSet "
-                                 f"{(ds.get('metadata') or {}).get('name')}: {error}") from error
+            raise PlanInputError(f"{inputs.where.get(id(ds), 'input')}: {_named('DaemonSet', ds)}: "
+                                 f"{error}") from error
     nodes: list[ClusterNode] = []
     usage: dict[str, Resources] = {}
     for node in inputs.nodes:
         try:
             cluster_node = node_from_manifest(node, inputs.pods)
         except ValueError as error:
-            raise PlanInputError(f"Node {(node.get('metadata') or {}).get('name')}: {error}") from error
+            raise PlanInputError(f"{_named('Node', node)}: {error}") from error
         nodes.append(cluster_node)
         if cluster_node.provisioner:
             capacity = resource_list((node.get("status") or {}).get("capacity"), "status.capacity")
             usage[cluster_node.provisioner] = usage.get(cluster_node.provisioner, Resources()) + capacity
     return SolverInput(pods=pending, provisioners=inputs.provisioners, instance_types=catalog, nodes=nodes,
                        daemonsets=daemonsets, provisioner_usage=usage)
+
+
+#: ``requests cpu=900, memory=1073741824, pods=1`` in a solver reason (a resource list).
+_REQUESTS = re.compile(r"(requests )((?:[\w./-]+=-?\d+)(?:, [\w./-]+=-?\d+)*)")
+#: ``cpu: 2000 in use or planned of 2000`` in a solver reason (a Provisioner's limits).
+_LIMIT = re.compile(r"([\w./-]+): (-?\d+) in use or planned of (-?\d+)")
+
+
+def format_reason(reason: str) -> str:
+    """A solver reason with its resource amounts in Kubernetes form (``900``m-CPU -> ``900m``, bytes -> ``1Gi``).
+
+    The solver writes resource lists as raw integers (milli-CPU, bytes); users read quantities
+    as ``kubectl`` shows them (:func:`provisioner.api.quantity.format_quantity`).
+    """
+    def requests(match: re.Match[str]) -> str:
+        items = (item.split("=", 1) for item in match.group(2).split(", "))
+        return match.group(1) + ", ".join(f"{k}={format_quantity(k, int(v))}" for k, v in items)
+
+    def limit(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return (f"{name}: {format_quantity(name, int(match.group(2)))} in use or planned of "
+                f"{format_quantity(name, int(match.group(3)))}")
+
+    return _LIMIT.sub(limit, _REQUESTS.sub(requests, reason))
 
 
 def plan_to_json(plan: Plan, catalog: Catalog | None = None) -> dict[str, Any]:
@@ -480,7 +565,7 @@ def plan_to_json(plan: Plan, catalog: Catalog | None = None) -> dict[str, Any]:
             for n in plan.new_nodes
         ],
         "existing": [{"node": e.node, "pods": [p.key for p in e.pods]} for e in plan.existing],
-        "unschedulable": [{"pod": e.pod.key, "reason": e.reason} for e in plan.unschedulable],
+        "unschedulable": [{"pod": e.pod.key, "reason": format_reason(e.reason)} for e in plan.unschedulable],
         "totalPricePerHour": round(plan.total_price, 6),
     })
     return result
@@ -511,7 +596,7 @@ def plan_to_table(plan: Plan, catalog: Catalog | None = None) -> str:
     for e in plan.existing:
         lines.append(f"Existing node {e.node}: {len(e.pods)} pod(s): {', '.join(p.key for p in e.pods)}")
     for err in plan.unschedulable:
-        lines.append(f"Unschedulable {err.pod.key}: {err.reason}")
+        lines.append(f"Unschedulable {err.pod.key}: {format_reason(err.reason)}")
     pod_count = sum(len(n.pods) for n in plan.new_nodes)
     lines.append(f"Total: {len(plan.new_nodes)} new node(s) for {pod_count} pod(s), "
                  f"${plan.total_price:.4f}/hour")
@@ -523,6 +608,7 @@ def run(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     try:
         inputs = read_inputs(args.file)
+        warnings.extend(inputs.warnings)
         if not inputs.provisioners:
             raise PlanInputError("no Provisioner in the input: nothing could be launched")
         catalog = read_catalog(args, inputs.provisioners, warnings)
@@ -543,29 +629,69 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+DESCRIPTION = """\
+Dry run: print the nodes Groupless would launch for the given manifests.
+
+Reads Provisioners, Pods, Deployments, ReplicaSets, StatefulSets and Jobs (expanded to their
+replicas), DaemonSets, Nodes, PersistentVolumes, claims and StorageClasses from YAML or JSON
+files, and runs the same solver as the controller. Provisioners get the admission webhook's
+defaults and validation. The instance types come from saved EC2 answers (--instance-types and
+--offerings, the JSON output of `aws ec2 describe-instance-types` and
+`aws ec2 describe-instance-type-offerings --location-type availability-zone`) or from EC2
+itself (or a moto server, with --aws-endpoint-url)."""
+
+EPILOG = """\
+region:
+  --region, else the region of the offerings file's zones, else (catalog from EC2) $AWS_REGION,
+  $AWS_DEFAULT_REGION or the AWS profile's region. The region and the price source are printed
+  with the plan; prices the pricing file and the static table lack are estimated (a warning).
+
+EC2 or moto:
+  Reading the catalog from EC2 needs credentials even for a moto server, which accepts any:
+    export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=ap-south-1
+    groupless plan -f manifests/ --aws-endpoint-url http://127.0.0.1:5000
+  (`python -m localcluster.aws --port 5000` starts a seeded moto and prints these lines.)
+
+exit status:
+  0  the plan was printed (some pods may be unschedulable: they are listed with the reason)
+  1  input error (unreadable or invalid manifest, catalog or pricing file, no region); no plan
+
+examples:
+  groupless plan -f provisioner.yaml -f deployment.yaml \\
+      --instance-types types.json --offerings offerings.json --pricing-file prices.json
+  kubectl get provisioners,deploy,nodes,pods -A -o yaml | groupless plan -f - --region ap-south-1 -o json"""
+
+
 def register(subparsers: Any) -> None:
     """Add ``groupless plan`` to the CLI."""
     parser = subparsers.add_parser(
         "plan",
         help="dry run: print the nodes Groupless would launch for the given manifests",
-        description=__doc__,
+        description=DESCRIPTION,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-f", "--filename", dest="file", action="append", required=True, metavar="PATH",
-                        help="YAML/JSON file (multi-document) or directory of them; repeatable")
+                        help="YAML/JSON file (multi-document), directory of them, or - for standard input; "
+                             "repeatable")
     parser.add_argument("--instance-types", metavar="FILE",
                         help="DescribeInstanceTypes response JSON (with --offerings); default: ask EC2")
     parser.add_argument("--offerings", metavar="FILE",
                         help="DescribeInstanceTypeOfferings (LocationType availability-zone) response JSON")
     parser.add_argument("--pricing-file", metavar="FILE",
-                        help='prices, {"<region>": {"<type>": usd}} or {"<region>": {"on-demand": {...}, "spot": {...}}}')
+                        help='prices, {"<region>": {"<type>": usd}} or {"<region>": {"on-demand": {...}, "spot": {...}}}; '
+                             "overrides the static list prices of the region")
     parser.add_argument("--region", default=None,
                         help="AWS region (default: the offerings file's, else $AWS_REGION, $AWS_DEFAULT_REGION "
                              "or the AWS profile's)")
-    parser.add_argument("--aws-endpoint-url", metavar="URL", help="EC2 endpoint (for example a moto server)")
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument("--aws-endpoint-url", metavar="URL",
+                        help="EC2 endpoint to read the catalog from (for example a moto server); needs credentials")
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
+                        help="table (default) or json: {region, priceSource, estimatedPrices, nodes, existing, "
+                             "unschedulable, totalPricePerHour}")
     parser.set_defaults(func=run)
 
 
 __all__ = ["register", "run", "read_inputs", "read_catalog", "load_catalog", "build_input", "plan_to_json",
-           "plan_to_table", "region_of_zone", "offerings_region", "Catalog", "PlanInputError"]
+           "plan_to_table", "format_reason", "region_of_zone", "offerings_region", "Catalog", "Inputs",
+           "PlanInputError"]

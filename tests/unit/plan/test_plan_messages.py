@@ -1,6 +1,9 @@
 """``groupless plan`` as a fresh user meets it: region, prices, credentials, messages, help."""
 
+import argparse
+import io
 import json
+import sys
 
 import pytest
 
@@ -169,3 +172,160 @@ def test_local_moto_server_prints_the_exports_after_its_json_line():
         "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=ap-south-1",
         "# groupless plan -f manifests/ --aws-endpoint-url http://127.0.0.1:5000",
     ]
+
+
+# ----------------------------------------------------------------------------- 3. messages
+def test_requests_in_reasons_are_kubernetes_quantities(tmp_path, capsys):
+    huge = """
+apiVersion: v1
+kind: Pod
+metadata: {name: huge}
+spec: {containers: [{name: c, resources: {requests: {cpu: "900", memory: 1Ti}}}]}
+"""
+    code, out, _ = run(capsys, write(tmp_path, "p.yaml", WALKTHROUGH_PROVISIONER), write(tmp_path, "h.yaml", huge))
+    assert code == 0
+    assert json.loads(out)["unschedulable"] == [{"pod": "default/huge", "reason": (
+        "provisioner default: no instance type has room for the pod's requests cpu=900, memory=1Ti, pods=1 "
+        "plus DaemonSet overhead")}]
+
+
+def test_limits_in_reasons_are_kubernetes_quantities(tmp_path, capsys):
+    limited = WALKTHROUGH_PROVISIONER.replace("cpu: 1000", "cpu: 4")
+    burst = INFLATE.replace("replicas: 3", "replicas: 5")  # 3 fill one r6gd.xlarge (4 vCPU), the limit
+    code, out, _ = run(capsys, write(tmp_path, "p.yaml", limited), write(tmp_path, "b.yaml", burst), output="table")
+    assert code == 0
+    assert out.splitlines()[-3:-1] == [
+        f"Unschedulable default/inflate-{i}: provisioner default: would exceed limits of provisioner default "
+        "(cpu: 4 in use or planned of 4)" for i in (3, 4)]
+
+
+@pytest.mark.parametrize(("raw", "shown"), [
+    ("requests cpu=1500, memory=1073741824, nvidia.com/gpu=1, pods=1 plus",
+     "requests cpu=1500m, memory=1Gi, nvidia.com/gpu=1, pods=1 plus"),
+    ("limits (cpu: 2000 in use or planned of 2000, memory: 2147483648 in use or planned of 4294967296)",
+     "limits (cpu: 2 in use or planned of 2, memory: 2Gi in use or planned of 4Gi)"),
+    ("label karpenter.k8s.aws/instance-cpu=4000 does not meet In [2]", "label karpenter.k8s.aws/instance-cpu=4000 "
+     "does not meet In [2]"),
+])
+def test_format_reason(raw, shown):
+    assert plan_cli.format_reason(raw) == shown
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("nameless.yaml", WALKTHROUGH_PROVISIONER.replace("metadata:\n  name: default\n", ""),
+     "document 1: a Provisioner without metadata.name: invalid: metadata: required field is missing"),
+    ("nodepool.yaml", "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\n",
+     "document 1: unknown kind 'NodePool' (apiVersion karpenter.sh/v1); Groupless serves Karpenter's "
+     "karpenter.sh/v1alpha5 Provisioner API: write it as `apiVersion: karpenter.sh/v1alpha5`, `kind: Provisioner` "
+     "(see docs/provisioner-reference.md)"),
+    ("noversion.yaml", "kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n",
+     "document 1: Pod p: apiVersion: required field is missing (kubectl refuses an object without it)"),
+])
+def test_input_errors_are_exact(tmp_path, capsys, name, text, message):
+    bad = write(tmp_path, name, text)
+    code, out, err = run(capsys, write(tmp_path, "p.yaml", WALKTHROUGH_PROVISIONER), bad)
+    assert (code, out) == (1, "")
+    assert errors(err) == [f"error: {bad}: {message}"]
+
+
+def test_bad_pricing_file_is_named_once(tmp_path, capsys):
+    bad = write(tmp_path, "bad.json", "not json")
+    code, out, err = run(capsys, write(tmp_path, "p.yaml", WALKTHROUGH_PROVISIONER), pricing=bad)
+    assert (code, out) == (1, "")
+    assert errors(err) == [f"error: {bad}: not valid JSON: Expecting value: line 1 column 1 (char 0)"]
+
+
+def test_empty_directory_says_it_has_no_manifests(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    code, out, err = run(capsys, tmp_path / "empty")
+    assert (code, out) == (1, "")
+    assert errors(err) == [f"error: no YAML or JSON files in {tmp_path / 'empty'} (looked for .yaml, .yml, .json)"]
+
+
+def test_dash_reads_standard_input(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(WALKTHROUGH_PROVISIONER + "---\n" + INFLATE))
+    code, out, err = run(capsys, "-")
+    assert code == 0, err
+    assert [n["instanceTypes"] for n in json.loads(out)["nodes"]] == [["r6gd.xlarge"]]
+
+
+def test_standard_input_errors_are_named_stdin(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("kind: Widget\napiVersion: x/v1\n"))
+    code, _, err = run(capsys, "-")
+    assert code == 1
+    assert errors(err) == ["error: STDIN: document 1: unknown kind 'Widget' (apiVersion x/v1)"]
+
+
+def test_webhook_warnings_and_replaced_provisioners_are_warning_lines(tmp_path, capsys):
+    aliased = WALKTHROUGH_PROVISIONER.replace('key: "kubernetes.io/arch"', 'key: "beta.kubernetes.io/arch"')
+    first = write(tmp_path, "a.yaml", WALKTHROUGH_PROVISIONER)
+    second = write(tmp_path, "b.yaml", aliased)
+    code, out, err = run(capsys, first, second, write(tmp_path, "i.yaml", INFLATE))
+    assert code == 0, err
+    assert warnings(err) == [
+        f"warning: {second}: document 1: Provisioner default: spec.requirements[1].key: label beta.kubernetes.io/arch "
+        "is deprecated, use kubernetes.io/arch",
+        f"warning: {second}: document 1: Provisioner default replaces the one in {first}: document 1 "
+        "(same name; the later one wins, as with kubectl apply)",
+    ]
+    assert json.loads(out)["nodes"][0]["instanceTypes"] == ["r6gd.xlarge"]
+
+
+def test_unschedulable_pods_still_exit_zero(tmp_path, capsys):
+    far = SMALL.replace("spec: {", "spec: {nodeSelector: {topology.kubernetes.io/zone: us-east-1a}, ")
+    code, out, _ = run(capsys, write(tmp_path, "p.yaml", WALKTHROUGH_PROVISIONER), write(tmp_path, "f.yaml", far))
+    assert code == 0
+    assert [u["pod"] for u in json.loads(out)["unschedulable"]] == ["default/small"]
+
+
+def test_help_is_plain_text_with_exit_codes_and_credentials():
+    sub = argparse.ArgumentParser(prog="groupless").add_subparsers()
+    plan_cli.register(sub)
+    text = sub.choices["plan"].format_help()
+    assert "``" not in text and ":func:" not in text
+    assert "Dry run: print the nodes Groupless would launch for the given manifests." in text
+    assert "  0  the plan was printed (some pods may be unschedulable: they are listed with the reason)" in text
+    assert "  1  input error (unreadable or invalid manifest, catalog or pricing file, no region); no plan" in text
+    assert "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=ap-south-1" in text
+    output = next(a for a in sub.choices["plan"]._actions if "--output" in a.option_strings)
+    assert output.help and output.help.startswith("table (default) or json")
+
+
+# ----------------------------------------------------------------------------- docs/plan.md
+DOCS_WEB = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+        - name: web
+          image: nginx
+          resources: {requests: {cpu: 500m, memory: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: far, namespace: shop}
+spec:
+  nodeSelector: {topology.kubernetes.io/zone: us-east-1a}
+  containers: [{name: c, image: pause, resources: {requests: {cpu: 250m}}}]
+"""
+
+
+def test_the_table_in_docs_plan_md_is_what_the_command_prints(tmp_path, capsys, monkeypatch):
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "plan.md").read_text()
+    documented = re.search(r"`-o table` \(the default\).*?```\n(.*?)```", page, re.S)
+    assert documented is not None
+    monkeypatch.chdir(FIXTURES)  # the page shows the file names as a user types them
+    args = parser().parse_args([
+        "plan", "-f", str(write(tmp_path, "p.yaml", WALKTHROUGH_PROVISIONER)), "-f", str(write(tmp_path, "w.yaml", DOCS_WEB)),
+        "--instance-types", "instance-types.json", "--offerings", "offerings.json", "--pricing-file", "pricing.json"])
+    assert args.func(args) == 0
+    assert capsys.readouterr().out == documented.group(1)
