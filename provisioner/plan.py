@@ -245,6 +245,12 @@ def read_inputs(paths: Sequence[str]) -> Inputs:
                 provisioner_where[provisioner.name] = where
                 inputs.provisioners.append(provisioner)
             elif kind == "Pod":
+                metadata = doc.get("metadata")
+                if not isinstance(metadata, dict) or not (metadata.get("name") or metadata.get("generateName")):
+                    raise PlanInputError(f"{where}: a Pod without metadata.name: metadata.name: required field is "
+                                         f"missing (or metadata.generateName)")
+                if not metadata.get("name"):  # as the API server would name it
+                    doc = {**doc, "metadata": {**metadata, "name": f"{metadata['generateName']}{len(inputs.pods)}"}}
                 inputs.pods.append(doc)
                 inputs.where[id(doc)] = where
             elif kind in WORKLOAD_KINDS:

@@ -218,6 +218,8 @@ def test_format_reason(raw, shown):
      "document 1: unknown kind 'NodePool' (apiVersion karpenter.sh/v1); Groupless serves Karpenter's "
      "karpenter.sh/v1alpha5 Provisioner API: write it as `apiVersion: karpenter.sh/v1alpha5`, `kind: Provisioner` "
      "(see docs/provisioner-reference.md)"),
+    ("noname.yaml", "apiVersion: v1\nkind: Pod\nspec: {containers: [{name: c}]}\n",
+     "document 1: a Pod without metadata.name: metadata.name: required field is missing (or metadata.generateName)"),
     ("noversion.yaml", "kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n",
      "document 1: Pod p: apiVersion: required field is missing (kubectl refuses an object without it)"),
 ])
@@ -226,6 +228,13 @@ def test_input_errors_are_exact(tmp_path, capsys, name, text, message):
     code, out, err = run(capsys, write(tmp_path, "p.yaml", WALKTHROUGH_PROVISIONER), bad)
     assert (code, out) == (1, "")
     assert errors(err) == [f"error: {bad}: {message}"]
+
+
+def test_generate_name_pods_are_named_as_the_api_server_would(tmp_path, capsys):
+    pod = "apiVersion: v1\nkind: Pod\nmetadata: {generateName: job-}\nspec: {containers: [{name: c}]}\n"
+    code, out, _ = run(capsys, write(tmp_path, "p.yaml", WALKTHROUGH_PROVISIONER), write(tmp_path, "g.yaml", pod))
+    assert code == 0
+    assert [n["pods"] for n in json.loads(out)["nodes"]] == [["default/job-0"]]
 
 
 def test_bad_pricing_file_is_named_once(tmp_path, capsys):
