@@ -22,6 +22,7 @@ so intersection is plain set algebra. Keys are normalised on input (deprecated a
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -124,8 +125,6 @@ class Requirement:
 
     def __len__(self) -> int:
         """Number of allowed values; a complement set counts as unbounded (``sys.maxsize``)."""
-        import sys
-
         if self.complement:
             if self.greater_than is not None and self.less_than is not None:
                 return max(0, self.less_than - self.greater_than - 1 - len(self.values))
