@@ -33,7 +33,6 @@ from typing import Any
 
 import yaml
 
-from provisioner.api.quantity import format_quantity
 from provisioner.api.types import Provisioner
 from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.instancetypes import InstanceType
@@ -525,30 +524,6 @@ def build_input(inputs: Inputs, catalog: Mapping[str, Sequence[InstanceType]]) -
                        daemonsets=daemonsets, provisioner_usage=usage)
 
 
-#: ``requests cpu=900, memory=1073741824, pods=1`` in a solver reason (a resource list).
-_REQUESTS = re.compile(r"(requests )((?:[\w./-]+=-?\d+)(?:, [\w./-]+=-?\d+)*)")
-#: ``cpu: 2000 in use or planned of 2000`` in a solver reason (a Provisioner's limits).
-_LIMIT = re.compile(r"([\w./-]+): (-?\d+) in use or planned of (-?\d+)")
-
-
-def format_reason(reason: str) -> str:
-    """A solver reason with its resource amounts in Kubernetes form (``900``m-CPU -> ``900m``, bytes -> ``1Gi``).
-
-    The solver writes resource lists as raw integers (milli-CPU, bytes); users read quantities
-    as ``kubectl`` shows them (:func:`provisioner.api.quantity.format_quantity`).
-    """
-    def requests(match: re.Match[str]) -> str:
-        items = (item.split("=", 1) for item in match.group(2).split(", "))
-        return match.group(1) + ", ".join(f"{k}={format_quantity(k, int(v))}" for k, v in items)
-
-    def limit(match: re.Match[str]) -> str:
-        name = match.group(1)
-        return (f"{name}: {format_quantity(name, int(match.group(2)))} in use or planned of "
-                f"{format_quantity(name, int(match.group(3)))}")
-
-    return _LIMIT.sub(limit, _REQUESTS.sub(requests, reason))
-
-
 def plan_to_json(plan: Plan, catalog: Catalog | None = None) -> dict[str, Any]:
     """The JSON form documented in issue 4.
 
@@ -571,7 +546,7 @@ def plan_to_json(plan: Plan, catalog: Catalog | None = None) -> dict[str, Any]:
             for n in plan.new_nodes
         ],
         "existing": [{"node": e.node, "pods": [p.key for p in e.pods]} for e in plan.existing],
-        "unschedulable": [{"pod": e.pod.key, "reason": format_reason(e.reason)} for e in plan.unschedulable],
+        "unschedulable": [{"pod": e.pod.key, "reason": e.reason} for e in plan.unschedulable],
         "totalPricePerHour": round(plan.total_price, 6),
     })
     return result
@@ -602,7 +577,7 @@ def plan_to_table(plan: Plan, catalog: Catalog | None = None) -> str:
     for e in plan.existing:
         lines.append(f"Existing node {e.node}: {len(e.pods)} pod(s): {', '.join(p.key for p in e.pods)}")
     for err in plan.unschedulable:
-        lines.append(f"Unschedulable {err.pod.key}: {format_reason(err.reason)}")
+        lines.append(f"Unschedulable {err.pod.key}: {err.reason}")
     pod_count = sum(len(n.pods) for n in plan.new_nodes)
     lines.append(f"Total: {len(plan.new_nodes)} new node(s) for {pod_count} pod(s), "
                  f"${plan.total_price:.4f}/hour")
@@ -699,5 +674,5 @@ def register(subparsers: Any) -> None:
 
 
 __all__ = ["register", "run", "read_inputs", "read_catalog", "load_catalog", "build_input", "plan_to_json",
-           "plan_to_table", "format_reason", "region_of_zone", "offerings_region", "Catalog", "Inputs",
+           "plan_to_table", "region_of_zone", "offerings_region", "Catalog", "Inputs",
            "PlanInputError"]

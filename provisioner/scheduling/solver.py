@@ -39,6 +39,7 @@ from operator import add, le, sub
 from typing import Any
 
 from provisioner.api import labels as wk
+from provisioner.api.quantity import format_quantity
 from provisioner.api.types import Provisioner, Taint
 from provisioner.scheduling.instancetypes import InstanceType, Offering
 from provisioner.scheduling.nodes import ClusterNode
@@ -897,7 +898,8 @@ class _Solver:
                 budget = _sub(_sub(template.limits, template.usage), template.reserved)
                 if not any(_fits_named(t.capacity, budget, template, self.dims) for t in options):
                     last = (f"would exceed limits of provisioner {template.provisioner.name} "
-                            f"({_limits_text(template, self.dims)})")
+                            f"({_limits_text(template, self.dims)}; the smallest instance type that fits "
+                            f"the pod adds {_smallest_addition(options, template, self.dims)})")
                     continue
             node = _Node(index=len(self.new_nodes), hostname=f"planned-node-{len(self.new_nodes)}",
                          reqs=template.reqs, taints=template.taints, requested=self.zero, ports=[], pods=[],
@@ -1171,12 +1173,25 @@ def _limits_text(template: _Template, dims: tuple[str, ...]) -> str:
     for i, name in enumerate(dims):
         if name in template.limit_names:
             used = template.usage[i] + template.reserved[i]
-            parts.append(f"{name}: {used} in use or planned of {template.limits[i]}")
+            parts.append(
+                f"{name}: {format_quantity(name, used)} in use or planned of "
+                f"{format_quantity(name, template.limits[i])}"
+            )
+    return ", ".join(parts)
+
+
+def _smallest_addition(options: Sequence[_Type], template: _Template, dims: tuple[str, ...]) -> str:
+    """``cpu: 4``: per limited resource, the least capacity any of ``options`` would add to the usage."""
+    parts = []
+    for i, name in enumerate(dims):
+        if name in template.limit_names:
+            parts.append(f"{name}: {format_quantity(name, min(t.capacity[i] for t in options))}")
     return ", ".join(parts)
 
 
 def _fmt(resources: Resources) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(resources.items()))
+    """``cpu=1500m, memory=1Gi, pods=1``: amounts as Kubernetes quantities, as users read them."""
+    return ", ".join(f"{k}={format_quantity(k, v)}" for k, v in sorted(resources.items()))
 
 
 def _no_type_reason(template: _Template, reqs: Requirements, accel: bool) -> str:
