@@ -4,8 +4,25 @@ Karpenter v0.6.3's node controller, "Emptiness" sub-reconciler: only for a Provi
 ``ttlSecondsAfterEmpty`` set and a **Ready** node. The moment the node became empty is recorded
 on the node itself, in the annotation ``karpenter.sh/emptiness-timestamp`` (RFC3339), so a
 restart of the controller keeps the clock running; a pod arriving clears it ("Removed emptiness
-TTL from node"). Once timestamp + TTL has passed, the Node is deleted and the termination
+TTL from node").
+
+Once timestamp + TTL has passed, the decision is written first, the way Karpenter v1 marks a
+disruption candidate: the taint ``karpenter.sh/disrupted:NoSchedule`` and the annotation
+``groupless.dev/disruption-reason: emptiness``, in one patch conditional on the resourceVersion
+read (a stale read ends in a 409 and a retry). kube-scheduler's own TaintToleration filter then
+stops placing pods there, extender consulted or not (the extender also rejects the node). The
+node is deleted only on a later reconcile, :data:`TAINT_SETTLE_SECONDS` after the taint, once
+emptiness has been checked again: a pod the scheduler bound in the meantime (it decided before
+it saw the taint) would otherwise be evicted by the drain, and a bare pod is lost for good. If
+such a pod is there, the taint and the annotation come off again with the emptiness timestamp
+(one patch): the node is not empty any more. Otherwise the Node is deleted and the termination
 finalizer does the rest.
+
+The taint with ``emptiness`` as its reason belongs to this controller: removing or raising the
+TTL, or the node turning NotReady, before the deletion takes it off again; expiration never
+does. A disrupted taint another controller set (expiration, a deleted Provisioner) already keeps
+the scheduler off, so an empty node carrying one is deleted once its TTL has passed, and that
+taint is never lifted here.
 
 Terminating pods still count as occupants (they have not left), and so do pods the node is
 nominated for (``groupless.dev/nominations`` still active): a node launched for pods that are
@@ -15,9 +32,11 @@ about to be bound is not empty.
 from __future__ import annotations
 
 import logging
+import threading
+from typing import Any
 
 from provisioner.api import nominations
-from provisioner.api.labels import EMPTINESS_TIMESTAMP_ANNOTATION, NOMINATIONS_ANNOTATION
+from provisioner.api.labels import DISRUPTED_TAINT_KEY, EMPTINESS_TIMESTAMP_ANNOTATION, NOMINATIONS_ANNOTATION
 from provisioner.clock import rfc3339
 from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
@@ -26,6 +45,12 @@ from provisioner.controllers.result import Result
 from provisioner.kube.api import NotFoundError, Object
 
 log = logging.getLogger(__name__)
+
+#: Seconds between the disrupted taint and the deletion of an empty node: time for a binding
+#: kube-scheduler decided before it saw the taint to land (and for the pod cache to show it), so
+#: emptiness is checked again on state that includes it. A controller restart in between starts
+#: the wait again (it only delays the deletion).
+TAINT_SETTLE_SECONDS = 10.0
 
 
 def is_empty(pods: list[Object]) -> bool:
@@ -40,39 +65,105 @@ class EmptinessController:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self._tainted_at: dict[str, float] = {}  # node name -> monotonic seconds of our taint
+        self._lock = threading.Lock()
 
     def reconcile(self, node: Object) -> Result:
-        if objects.provisioner_of(node) is None or objects.is_deleting(node):
-            return Result.done()
         name = objects.name(node)
+        if objects.provisioner_of(node) is None or objects.is_deleting(node):
+            self._forget(name)
+            return Result.done()
         stamp_raw = objects.annotations_of(node).get(EMPTINESS_TIMESTAMP_ANNOTATION)
+        ours = objects.disruption_reason(node) == objects.REASON_EMPTINESS
         ttl = ttl_seconds(get_provisioner(self.ctx, node), "ttlSecondsAfterEmpty")
         if ttl is None or not objects.is_ready(node):
-            if ttl is None and stamp_raw is not None:
+            if ours:
+                why = "ttlSecondsAfterEmpty removed" if ttl is None else "node is not Ready"
+                self._withdraw(node, clear_stamp=ttl is None, why=why)
+            elif ttl is None and stamp_raw is not None:
                 self._annotate(name, None)
             return Result.done()
         now = self.ctx.clock.now()
         nominated = nominations.decode(objects.annotations_of(node).get(NOMINATIONS_ANNOTATION))
         empty = is_empty(self.ctx.pods(name)) and not (nominated.pods and now < nominated.deadline)
         if not empty:
-            if stamp_raw is not None:
+            if ours:
+                self._withdraw(node, clear_stamp=True, why="a pod arrived, the node is not empty")
+            elif stamp_raw is not None:
                 self._annotate(name, None)
                 log.info("Removed emptiness TTL from node %s", name)
             if nominated.pods and now < nominated.deadline:
                 return Result.after(nominated.deadline - now)
             return Result.done()
         stamp = objects.timestamp(stamp_raw)
-        if stamp is None:
-            self._annotate(name, rfc3339(now))
-            log.info("Added TTL to empty node %s", name)
-            return Result.after(ttl)
-        expires = stamp + ttl
-        if now < expires:
-            return Result.after(expires - now)
-        log.info("Triggering termination after %ds for empty node %s", ttl, name)
-        self.ctx.events.normal(node, "Empty", f"Node empty since {stamp_raw} (ttlSecondsAfterEmpty={ttl}); deleting")
+        if stamp is None or now < stamp + ttl:
+            if ours:  # the TTL was raised (or the timestamp removed) after the taint
+                self._withdraw(node, clear_stamp=False, why="ttlSecondsAfterEmpty not reached")
+                return Result.now()
+            if stamp is None:
+                self._annotate(name, rfc3339(now))
+                log.info("Added TTL to empty node %s", name)
+                return Result.after(ttl)
+            return Result.after(stamp + ttl - now)
+        if not objects.has_taint(node, DISRUPTED_TAINT_KEY):
+            return self._taint(node, ttl, stamp_raw or "")
+        if ours:
+            wait = self._settle_left(name)
+            if wait > 0:
+                return Result.after(wait)
+        log.info("Deleting empty node %s after %ds (empty since %s)", name, ttl, stamp_raw)
         self.ctx.delete_node(name)
+        self._forget(name)
         return Result.done()
+
+    def _taint(self, node: Object, ttl: int, since: str) -> Result:
+        """First write of the decision: the disrupted taint and its reason, guarded by resourceVersion."""
+        name = objects.name(node)
+        patch = objects.guarded(node, {
+            "metadata": {"annotations": {objects.DISRUPTION_REASON_ANNOTATION: objects.REASON_EMPTINESS}},
+            "spec": {"taints": [*objects.taints(node), {"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}]},
+        })
+        try:
+            self.ctx.patch("Node", name, patch)  # a stale read ends here in a 409: retried, nothing done
+        except NotFoundError:
+            return Result.done()
+        with self._lock:
+            self._tainted_at[name] = self.ctx.clock.monotonic()
+        log.info("Triggering termination after %ds for empty node %s: tainted %s:NoSchedule", ttl, name,
+                 DISRUPTED_TAINT_KEY)
+        self.ctx.events.normal(node, "Empty", f"Node empty since {since} (ttlSecondsAfterEmpty={ttl}); deleting")
+        return Result.after(TAINT_SETTLE_SECONDS)
+
+    def _settle_left(self, name: str) -> float:
+        """Seconds until our taint has settled (a taint this process did not see written starts now)."""
+        now = self.ctx.clock.monotonic()
+        with self._lock:
+            since = self._tainted_at.setdefault(name, now)
+        return since + TAINT_SETTLE_SECONDS - now
+
+    def _forget(self, name: str) -> None:
+        with self._lock:
+            self._tainted_at.pop(name, None)
+
+    def _withdraw(self, node: Object, *, clear_stamp: bool, why: str) -> None:
+        """Take our taint and its reason off the node (and the emptiness timestamp when asked), in one guarded patch."""
+        name = objects.name(node)
+        annotations: dict[str, Any] = {objects.DISRUPTION_REASON_ANNOTATION: None}
+        if clear_stamp:
+            annotations[EMPTINESS_TIMESTAMP_ANNOTATION] = None
+        body: dict[str, Any] = {"metadata": {"annotations": annotations}}
+        if objects.has_taint(node, DISRUPTED_TAINT_KEY):
+            body["spec"] = {"taints": [t for t in objects.taints(node) if t.get("key") != DISRUPTED_TAINT_KEY]}
+        try:
+            self.ctx.patch("Node", name, objects.guarded(node, body))
+        except NotFoundError:
+            pass
+        self._forget(name)
+        if "spec" in body:
+            log.info("Emptiness deletion of node %s cancelled (%s); removed taint %s%s", name, why,
+                     DISRUPTED_TAINT_KEY, " and emptiness TTL" if clear_stamp else "")
+            self.ctx.events.normal(node, "EmptinessCancelled",
+                                   f"Not deleting empty node: {why}; removed taint {DISRUPTED_TAINT_KEY}")
 
     def _annotate(self, name: str, value: str | None) -> None:
         try:

@@ -16,7 +16,9 @@ three restart-safe steps whose state lives on the Node, not in memory:
    record, so step 2 runs again.
 
 A Provisioner without ``ttlSecondsUntilExpired`` never expires its nodes; removing (or raising)
-the TTL before the node is deleted takes the taint and the record off again.
+the TTL before the node is deleted takes the taint and the record off again, unless the taint
+carries the annotation ``groupless.dev/disruption-reason``: then another controller set it
+(ownership for a deleted Provisioner, emptiness) and only that controller lifts it.
 """
 
 from __future__ import annotations
@@ -119,8 +121,8 @@ class ExpirationController:
         """The TTL was removed or raised before the node went: take our marks off it (one patch)."""
         if not objects.has_taint(node, DISRUPTED_TAINT_KEY) and replacements(node) is None:
             return Result.done()
-        if objects.annotations_of(node).get(objects.DISRUPTION_REASON_ANNOTATION):
-            return Result.done()  # another controller's taint (its Provisioner is deleted): not ours to lift
+        if objects.disruption_reason(node) is not None:
+            return Result.done()  # another controller's taint (Provisioner deleted, emptiness): not ours to lift
         name = objects.name(node)
         patch = objects.guarded(node, {
             "metadata": {"annotations": {REPLACEMENTS_ANNOTATION: None}},

@@ -27,10 +27,13 @@ from provisioner.scheduling import pods as podspec
 log = logging.getLogger(__name__)
 
 #: Why a controller tainted a node ``karpenter.sh/disrupted`` (set with the taint, in one write):
-#: ``provisioner-deleted`` (ownership). Expiration taints without it. Read by termination for
-#: its metric and by expiration, which never takes off a taint it did not set.
+#: ``provisioner-deleted`` (ownership), ``emptiness`` (emptiness). Expiration taints without it.
+#: A taint carrying this annotation belongs to the controller that set it: only that controller
+#: takes it off again (emptiness when a pod arrived; expiration never lifts one). Read by
+#: termination for its metric.
 DISRUPTION_REASON_ANNOTATION = "groupless.dev/disruption-reason"
 REASON_PROVISIONER_DELETED = "provisioner-deleted"
+REASON_EMPTINESS = "emptiness"
 
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
@@ -245,6 +248,12 @@ def taints(node: Object) -> list[dict[str, Any]]:
 
 def has_taint(node: Object, key: str) -> bool:
     return any(t.get("key") == key for t in taints(node))
+
+
+def disruption_reason(node: Object) -> str | None:
+    """The ``groupless.dev/disruption-reason`` annotation (who set the disrupted taint), ``None`` when unset or empty."""
+    value = annotations_of(node).get(DISRUPTION_REASON_ANNOTATION)
+    return value if isinstance(value, str) and value else None
 
 
 def ready_condition(node: Object) -> dict[str, Any] | None:

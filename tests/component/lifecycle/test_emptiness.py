@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from provisioner.api.labels import EMPTINESS_TIMESTAMP_ANNOTATION, NOT_READY_TAINT_KEY
 from provisioner.clock import rfc3339
+from provisioner.controllers.emptiness import TAINT_SETTLE_SECONDS
 
 from .conftest import Cluster
 
@@ -22,7 +23,8 @@ def test_daemonset_only_node_is_emptied_after_ttl_and_not_before(cluster: Cluste
     cluster.step(29)
     assert cluster.nodes() == [node]
     assert cluster.kube.get("Node", node)["metadata"].get("deletionTimestamp") is None
-    cluster.step(1)
+    cluster.step(1)  # tainted karpenter.sh/disrupted first; deleted once the taint has settled
+    cluster.step(TAINT_SETTLE_SECONDS)
     assert cluster.nodes() == []
     assert cluster.cloud.machines == []
     assert cluster.cloud.delete_calls == [f"aws:///us-west-2a/i-{1:017x}"]
@@ -49,6 +51,7 @@ def test_arriving_pod_resets_the_timestamp(cluster: Cluster) -> None:
     cluster.step(29)
     assert cluster.nodes() == [node]
     cluster.step(1)
+    cluster.step(TAINT_SETTLE_SECONDS)
     assert cluster.nodes() == []
 
 
@@ -65,6 +68,7 @@ def test_terminating_pod_is_still_an_occupant(cluster: Cluster) -> None:
     cluster.step(30)  # grace over: the pod is gone, the clock starts
     assert annotation(cluster, node) == rfc3339(cluster.clock.now())
     cluster.step(10)
+    cluster.step(TAINT_SETTLE_SECONDS)
     assert cluster.nodes() == []
 
 
