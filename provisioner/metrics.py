@@ -94,7 +94,7 @@ NODES_LAUNCHED = Counter(
 
 NODES_TERMINATED = Counter(
     "groupless_nodes_terminated_total",
-    "Nodes terminated, by reason (emptiness, expiration, deleted, garbage_collected, ...).",
+    "Nodes terminated, by reason (provisioner_deleted, emptiness, expiration, deleted).",
     ["provisioner", "reason"],
 )
 """Nodes whose instance was terminated and Node object removed, by reason."""

@@ -84,8 +84,11 @@ def eviction_order(pods: list[Object]) -> list[Object]:
 
 def termination_reason(node: Object) -> str:
     """Why a node went, as read from the marks the deciding controller left on it (a metric label)."""
-    if objects.annotations_of(node).get(objects.DISRUPTION_REASON_ANNOTATION) == objects.REASON_PROVISIONER_DELETED:
+    reason = objects.disruption_reason(node)
+    if reason == objects.REASON_PROVISIONER_DELETED:
         return "provisioner_deleted"
+    if reason == objects.REASON_EMPTINESS:
+        return "emptiness"
     if objects.has_taint(node, DISRUPTED_TAINT_KEY):
         return "expiration"
     if EMPTINESS_TIMESTAMP_ANNOTATION in objects.annotations_of(node):

@@ -59,3 +59,10 @@ def test_each_documented_reason_is_read_from_the_marks_the_docs_name() -> None:
         "deleted": node(False),
     }
     assert {termination.termination_reason(n): want for want, n in cases.items()} == {w: w for w in cases}
+
+
+def test_a_node_the_emptiness_controller_tainted_counts_as_emptiness_not_expiration() -> None:
+    # emptiness now taints karpenter.sh/disrupted before deleting; its reason annotation says whose taint it is
+    stamp = {EMPTINESS_TIMESTAMP_ANNOTATION: "2026-01-01T00:00:00Z"}
+    tainted = node(True, **{objects.DISRUPTION_REASON_ANNOTATION: objects.REASON_EMPTINESS}, **stamp)
+    assert termination.termination_reason(tainted) == "emptiness"
