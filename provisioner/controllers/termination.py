@@ -87,12 +87,15 @@ def termination_reason(node: Object) -> str:
     reason = objects.disruption_reason(node)
     if reason == objects.REASON_PROVISIONER_DELETED:
         return "provisioner_deleted"
-    if reason == objects.REASON_EMPTINESS:
+    tainted = objects.has_taint(node, DISRUPTED_TAINT_KEY)
+    # emptiness taints too, and says so in the reason annotation; an untainted node with an
+    # emptiness timestamp went the same way (deleted by an earlier version, or by hand)
+    if reason == objects.REASON_EMPTINESS or (
+        not tainted and EMPTINESS_TIMESTAMP_ANNOTATION in objects.annotations_of(node)
+    ):
         return "emptiness"
-    if objects.has_taint(node, DISRUPTED_TAINT_KEY):
+    if tainted:
         return "expiration"
-    if EMPTINESS_TIMESTAMP_ANNOTATION in objects.annotations_of(node):
-        return "emptiness"
     return "deleted"
 
 
