@@ -367,7 +367,11 @@ class FakeKubeAPI:
         namespace: str | None = None,
         subresource: str | None = None,
     ) -> Object:
-        """Merge patch (dict) or JSON patch (list); a failed JSON-patch ``test`` op is 422."""
+        """Merge patch (dict) or JSON patch (list); a failed JSON-patch ``test`` op is 422.
+
+        A ``metadata.resourceVersion`` in a merge patch must match the stored one (409 Conflict
+        otherwise), as kube-apiserver enforces it for optimistic concurrency.
+        """
         self.reap()
         pending: Pending = []
         self._check_subresource(kind, subresource)
@@ -380,6 +384,14 @@ class FakeKubeAPI:
                 except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
                     raise ApiError(422, "Invalid", f"the JSON patch cannot be applied: {exc}") from exc
             elif isinstance(patch, Mapping):
+                # As kube-apiserver: a resourceVersion in a merge patch is a precondition.
+                wanted = (patch.get("metadata") or {}).get("resourceVersion")
+                have = current["metadata"].get("resourceVersion")
+                if wanted not in (None, "") and str(wanted) != str(have):
+                    raise ConflictError(
+                        f'Operation cannot be fulfilled on {kind} "{name}": the object has been modified; '
+                        "please apply your changes to the latest version and try again"
+                    )
                 updated = merge_patch(current, patch)
             else:
                 raise ApiError(

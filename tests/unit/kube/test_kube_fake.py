@@ -116,6 +116,18 @@ def test_replace_detects_conflicts(api):
         api.replace("Provisioner", created)
 
 
+def test_merge_patch_with_a_stale_resource_version_conflicts(api):
+    created = api.create("Node", {"metadata": {"name": "n1"}})
+    stale = created["metadata"]["resourceVersion"]
+    fresh = api.patch("Node", "n1", {"metadata": {"resourceVersion": stale, "labels": {"a": "1"}}})
+    assert fresh["metadata"]["labels"] == {"a": "1"}
+    with pytest.raises(ConflictError, match="the object has been modified"):
+        api.patch("Node", "n1", {"metadata": {"resourceVersion": stale, "labels": {"a": "2"}}})
+    assert api.get("Node", "n1")["metadata"]["labels"] == {"a": "1"}
+    # without a resourceVersion a merge patch is unconditional, as on kube-apiserver
+    assert api.patch("Node", "n1", {"metadata": {"labels": {"a": "3"}}})["metadata"]["labels"] == {"a": "3"}
+
+
 def test_delete_honours_finalizers(api, clock):
     api.create("Node", {"metadata": {"name": "n1", "finalizers": ["karpenter.sh/termination"]}})
     clock.advance(10)
