@@ -9,13 +9,54 @@ walkthrough and tears it down, while ``dev-cluster`` keeps one running for hands
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import shlex
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
+#: The cluster every command uses without ``--name``: the demo and ``dev-cluster`` share it, so
+#: ``groupless demo --keep`` is followed by ``eval "$(groupless dev-cluster env)"`` as is, and a
+#: demo started while ``dev-cluster up`` runs replays on that cluster instead of starting another.
 DEFAULT_NAME = "default"
+NAME_HELP = (f"cluster name: its directory under $GROUPLESS_CACHE_DIR/clusters/ (default: {DEFAULT_NAME}, "
+             "shared by `groupless demo` and `groupless dev-cluster`)")
+
+
+def positive_int(text: str) -> int:
+    """The argparse type of ``--expiry-seconds``: an integer >= 1 (raises ArgumentTypeError naming the value otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of seconds, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 second, got {value}")
+    return value
+
+
+def _stdout_safe(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Run a subcommand so that a closed stdout (``groupless dev-cluster status | head``) is no traceback.
+
+    Python's documented recipe (``signal`` module docs, "Note on SIGPIPE"): flush inside the
+    ``try``, and on BrokenPipeError point stdout at /dev/null so the interpreter's final flush is
+    quiet. Exits 141 (128 + SIGPIPE) like a C tool killed by SIGPIPE.
+    """
+
+    @functools.wraps(func)
+    def wrapper(args: argparse.Namespace) -> int:
+        try:
+            code = func(args)
+            sys.stdout.flush()
+            return code
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 128 + signal.SIGPIPE
+
+    return wrapper
 
 
 def register(subparsers: Any) -> None:
@@ -29,23 +70,23 @@ def register(subparsers: Any) -> None:
     dev_sub = dev.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
 
     up = dev_sub.add_parser("up", help="start the cluster (foreground until Ctrl-C, or --detach)")
-    up.add_argument("--name", default=DEFAULT_NAME, help="cluster name (directory under the cache)")
+    up.add_argument("--name", default=DEFAULT_NAME, help=NAME_HELP)
     up.add_argument("--detach", action="store_true", help="return once up; stop later with `dev-cluster down`")
     up.add_argument("--no-groupless", action="store_true", help="only the Kubernetes control plane and kwok")
     up.set_defaults(func=_up)
 
     down = dev_sub.add_parser("down", help="stop every process of the cluster")
-    down.add_argument("--name", default=DEFAULT_NAME)
+    down.add_argument("--name", default=DEFAULT_NAME, help=NAME_HELP)
     down.add_argument("--purge", action="store_true", help="also delete the cluster directory (logs, PKI)")
-    down.set_defaults(func=_down)
+    down.set_defaults(func=_stdout_safe(_down))
 
     env = dev_sub.add_parser("env", help="print `export KUBECONFIG=...` etc. for a shell: eval \"$(groupless dev-cluster env)\"")
-    env.add_argument("--name", default=DEFAULT_NAME)
-    env.set_defaults(func=_env)
+    env.add_argument("--name", default=DEFAULT_NAME, help=NAME_HELP)
+    env.set_defaults(func=_stdout_safe(_env))
 
     status = dev_sub.add_parser("status", help="show the components, their ports and logs")
-    status.add_argument("--name", default=DEFAULT_NAME)
-    status.set_defaults(func=_status)
+    status.add_argument("--name", default=DEFAULT_NAME, help=NAME_HELP)
+    status.set_defaults(func=_stdout_safe(_status))
 
     demo = subparsers.add_parser(
         "demo",
@@ -53,9 +94,9 @@ def register(subparsers: Any) -> None:
         description="Bring a local cluster up (or reuse a running one), replay the walkthrough step by step "
         "and tear it down unless --keep.",
     )
-    demo.add_argument("--name", default="demo", help="cluster name (default: demo)")
+    demo.add_argument("--name", default=DEFAULT_NAME, help=NAME_HELP)
     demo.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
-    demo.add_argument("--expiry-seconds", type=int, default=None, metavar="SECONDS",
+    demo.add_argument("--expiry-seconds", type=positive_int, default=None, metavar="SECONDS",
                       help="ttlSecondsUntilExpired for the node-upgrade step (the walkthrough's 1800 s; default: "
                       "the node's age + 10 s, so it expires soon)")
     demo.set_defaults(func=_demo)
@@ -68,11 +109,12 @@ def _progress(started: float) -> Any:
     return say
 
 
-def shielded_down(cluster: Any) -> None:
-    """``cluster.down()`` that a second Ctrl-C or SIGTERM cannot cut short."""
+def shielded_down(cluster: Any) -> list[str]:
+    """``cluster.down()`` that a second Ctrl-C or SIGTERM cannot cut short; the components it stopped."""
     previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        cluster.down()
+        stopped: list[str] = cluster.down()
+        return stopped
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -80,6 +122,17 @@ def shielded_down(cluster: Any) -> None:
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def terminate_like_interrupt() -> None:
+    """Make SIGTERM (``kill``, systemd, a CI runner's timeout) raise KeyboardInterrupt like Ctrl-C.
+
+    Python's default SIGTERM action ends the process at once, skipping ``finally`` blocks: the
+    components would die through PR_SET_PDEATHSIG but ``state.json`` would stay behind and
+    ``dev-cluster status`` would report every component EXITED. As KeyboardInterrupt, SIGTERM
+    runs the same graceful teardown as Ctrl-C.
+    """
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -91,7 +144,7 @@ def _up(args: argparse.Namespace) -> int:
         print(f"cluster {args.name!r} is already running", file=sys.stderr)
         _print_env(cluster.attach())
         return 0
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the cluster like Ctrl-C does
+    terminate_like_interrupt()  # `kill` stops the cluster like Ctrl-C does
     try:
         cluster.up(detach=args.detach, progress=_progress(time.monotonic()))
     except (ClusterError, BuildError) as error:
@@ -134,9 +187,32 @@ def _down(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_env(cluster: Any) -> None:
+def _escape_for_double_quotes(text: str) -> str:
+    """``text`` escaped for a POSIX shell's double quotes: backslash, double quote, dollar and backquote."""
+    for char in ("\\", '"', "$", "`"):
+        text = text.replace(char, "\\" + char)
+    return text
+
+
+def env_lines(cluster: Any) -> list[str]:
+    """``export`` lines for ``eval``: PATH gets the binaries' directory prepended to the shell's own ``$PATH``.
+
+    PATH is written as ``export PATH="<bin dir>:$PATH"``, not expanded here: the caller's PATH
+    at eval time is kept, and the line stays short and readable.
+    """
+    lines = []
     for key, value in cluster.env().items():
-        print(f"export {key}={shlex.quote(value)}")
+        if key == "PATH":
+            bin_dir = _escape_for_double_quotes(str(cluster.binaries.directory))
+            lines.append(f'export PATH="{bin_dir}:$PATH"')
+        else:
+            lines.append(f"export {key}={shlex.quote(value)}")
+    return lines
+
+
+def _print_env(cluster: Any) -> None:
+    for line in env_lines(cluster):
+        print(line)
 
 
 def _env(args: argparse.Namespace) -> int:

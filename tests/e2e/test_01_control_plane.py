@@ -60,6 +60,11 @@ def test_dev_cluster_env_and_status_describe_the_running_cluster(cluster: LocalC
     env = subprocess.run([sys.executable, "-m", "provisioner.cli", "dev-cluster", "env", "--name", cluster.name],
                          capture_output=True, text=True, check=True).stdout
     assert f"export KUBECONFIG={cluster.kubeconfig}" in env.splitlines()
+    # PATH: the binaries' directory before the shell's own $PATH, expanded only at eval time
+    assert f'export PATH="{cluster.binaries.directory}:$PATH"' in env.splitlines()
+    shell = subprocess.run(["sh", "-c", f'PATH=/sentinel; {env}\necho "$PATH"'], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert shell == f"{cluster.binaries.directory}:/sentinel"
     status = subprocess.run([sys.executable, "-m", "provisioner.cli", "dev-cluster", "status", "--name", cluster.name],
                             capture_output=True, text=True)
     assert status.returncode == 0, status.stdout
