@@ -65,7 +65,8 @@ def _log(message: str) -> None:
 FALLBACK_GO = Path("/usr/local/go/bin/go")
 
 
-def _go() -> str:
+def find_go() -> str:
+    """The ``go`` executable: on PATH, else ``FALLBACK_GO``. Raises BuildError saying what to install."""
     go = shutil.which("go") or (str(FALLBACK_GO) if FALLBACK_GO.exists() else None)
     if go is None:
         raise BuildError(
@@ -73,6 +74,9 @@ def _go() -> str:
             "install it from https://go.dev/dl/ and put `go` on PATH"
         )
     return go
+
+
+_go = find_go  # the name localcluster.helm imports
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
@@ -117,7 +121,7 @@ def build(force: bool = False) -> Binaries:
     target = binaries()
     if target.complete and not force:
         return target
-    go = _go()
+    go = find_go()
     work = cache_dir() / "src" / target.directory.name
     work.mkdir(parents=True, exist_ok=True)
     target.directory.mkdir(parents=True, exist_ok=True)

@@ -10,16 +10,39 @@ command a user would type (``$ kubectl ...``) and its output.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import importlib.util
+import signal
 import sys
 import time
+from importlib.resources.abc import Traversable
 from typing import Any
 
+from localcluster import build
 from localcluster.build import BuildError
-from localcluster.cluster import ClusterError, LocalCluster, Settings, available_subcommands
-from localcluster.walkthrough import Observer, load_manifest, node_age_seconds, walkthrough_dir
+from localcluster.cluster import DEPLOY_DIR, ClusterError, LocalCluster, Settings, available_subcommands
+from localcluster.walkthrough import (
+    EVENTS_SORT_KEY,
+    PROVISIONER_LABEL,
+    Observer,
+    check_walkthrough,
+    node_age_seconds,
+    walkthrough_source,
+)
+from localcluster.walkthrough import load_manifest as load_walkthrough_manifest
 
 REQUIRED = ("webhook", "extender", "controller")
+
+#: What the walkthrough creates, deleted before a replay (leftovers of an earlier, failed run on
+#: a reused cluster) and after a failed step (so a reused cluster is left as it was found).
+#: Order matters: the Deployment and the PDB go first so the Provisioner's nodes drain at once.
+WALKTHROUGH_OBJECTS = (
+    ("deployment", "inflate"),
+    ("poddisruptionbudget", "inflate-pdb"),
+    ("provisioners.karpenter.sh", "default"),
+    ("provisioners.karpenter.sh", "invalid"),
+)
 
 
 class Narrator:
@@ -44,53 +67,150 @@ class Narrator:
         self.out.flush()
 
 
-def run_demo(name: str = "demo", keep: bool = False, expiry_seconds: int | None = None) -> int:
+def preflight(source: Traversable | None = None) -> list[str]:
+    """Everything the demo needs that can be checked before building or starting anything.
+
+    Returns one message per problem (empty when ready): Groupless's subcommands, the embedded
+    walkthrough manifests, moto (the ``dev-cluster`` extra), the ``deploy/`` manifests (CRD,
+    webhook configurations, scheduler configuration) and, when the binaries are not built yet,
+    the Go toolchain. Failing here costs a second instead of a six-minute build.
+    """
+    problems = []
+    commands = available_subcommands()
+    missing = [c for c in REQUIRED if c not in commands]
+    if missing:
+        problems.append(f"this installation lacks `groupless {' / '.join(missing)}`; the demo needs all three")
+    try:
+        check_walkthrough(source)
+    except FileNotFoundError as error:
+        problems.append(str(error))
+    if importlib.util.find_spec("moto") is None:
+        problems.append("moto (the local EC2/SSM endpoint) is not installed: pip install -e '.[dev-cluster]'")
+    wanted = ("crds", "webhooks", "scheduler")
+    absent = [name for name in wanted if not (DEPLOY_DIR / name).is_dir()]
+    if absent:
+        problems.append(f"the deploy/ manifests ({', '.join(absent)}) are not in {DEPLOY_DIR}; run the demo "
+                        "from a clone of the repository installed with `pip install -e '.[dev-cluster]'`")
+    if not build.binaries().complete:
+        try:
+            build.find_go()
+        except BuildError as error:
+            problems.append(str(error))
+    return problems
+
+
+def _alive(cluster: LocalCluster) -> bool:
+    """The cluster's processes run and its kube-apiserver answers /readyz."""
+    if not cluster.running():
+        return False
+    with contextlib.suppress(ClusterError, OSError):
+        return cluster.kubectl("get", "--raw=/readyz", check=False, timeout=15).returncode == 0
+    return False
+
+
+def run_demo(name: str = "default", keep: bool = False, expiry_seconds: int | None = None) -> int:
     """Bring the cluster ``name`` up (or reuse it), replay the walkthrough, tear down unless ``keep``.
 
-    Returns the process exit code: 0 when every step reached its expected state, 1 otherwise.
+    Returns the process exit code: 0 when every step reached its expected state, 1 when a check
+    or a step failed, 130 when interrupted (Ctrl-C or SIGTERM, which get the same teardown).
+    A cluster this run started is stopped unless ``keep``; on a cluster that stays running
+    (reused, or ``keep``), a failed or interrupted replay deletes what it applied.
     """
+    from localcluster.cli import shielded_down, terminate_like_interrupt
+
     say = Narrator()
-    missing = [c for c in REQUIRED if c not in available_subcommands()]
-    if missing:
-        print(f"error: this installation lacks `groupless {' / '.join(missing)}`; the demo needs all three",
-              file=sys.stderr)
+    source = walkthrough_source()
+    problems = preflight(source)
+    if problems:
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
         return 1
+    previous_sigterm = signal.getsignal(signal.SIGTERM)
+    terminate_like_interrupt()
     cluster = LocalCluster(name, Settings())
     reused = cluster.running()
+    replaying = False
+    code = 1
     try:
         if reused:
             cluster.attach()
+            if not _alive(cluster):
+                raise ClusterError(
+                    f"the local cluster {name!r} is registered as running but its kube-apiserver does not answer; "
+                    f"stop it with `groupless dev-cluster down --name {name}` and run the demo again"
+                )
             say.say(f"reusing the running local cluster {name!r}")
         else:
+            if cluster.state_file.exists():
+                say.say(f"the local cluster {name!r} was stopped or partly dead; starting it afresh")
             say.step("Starting a local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok, moto, Groupless)")
             cluster.up(detach=keep, progress=say.say)
-        say.say(f"walkthrough manifests from {walkthrough_dir()}")
+        say.say(f"walkthrough manifests from {source}")
         say.say(f'to follow along in another shell: eval "$(groupless dev-cluster env --name {name})"')
-        ok = replay(cluster, say, expiry_seconds)
-    except (BuildError, ClusterError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        ok = False
-    except (TimeoutError, RuntimeError) as error:
-        print(f"\nerror: the demo did not reach the expected state: {error}", file=sys.stderr)
-        print(f"logs: {cluster.logs}", file=sys.stderr)
-        ok = False
+        replaying = True
+        code = 0 if replay(cluster, say, expiry_seconds, source) else 1
+        replaying = False
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
-        ok = False
+        code = 130
+    except (RuntimeError, TimeoutError, FileNotFoundError) as error:  # BuildError, ClusterError included
+        if replaying and not cluster.running():
+            print(f"\nerror: the local cluster {name!r} stopped while the demo ran (`groupless dev-cluster down` "
+                  "in another shell?); run `groupless demo` again to start a new one", file=sys.stderr)
+        elif isinstance(error, BuildError | ClusterError | FileNotFoundError):
+            print(f"\nerror: {error}", file=sys.stderr)
+        else:
+            print(f"\nerror: the demo did not reach the expected state: {error}", file=sys.stderr)
+        if replaying and cluster.logs.is_dir():  # `dev-cluster down --purge` may have removed them
+            print(f"logs: {cluster.logs}", file=sys.stderr)
     finally:
-        if keep:
-            print(f"\nThe cluster keeps running: eval \"$(groupless dev-cluster env --name {name})\"; "
-                  f"stop it with `groupless dev-cluster down --name {name}`.")
-        elif not reused:
-            from localcluster.cli import shielded_down
+        try:
+            if replaying and (reused or keep) and cluster.running():
+                with contextlib.suppress(KeyboardInterrupt, ClusterError, TimeoutError, OSError):
+                    remove_walkthrough_objects(cluster, say, "deleting what the demo applied")
+            if keep and cluster.running():
+                print(f"\nThe cluster keeps running: eval \"$(groupless dev-cluster env --name {name})\"; "
+                      f"stop it with `groupless dev-cluster down --name {name}`.")
+            elif not reused and shielded_down(cluster):
+                print("\nThe local cluster is stopped.")
+        finally:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+    return code
 
-            shielded_down(cluster)
-            print("\nThe local cluster is stopped.")
-    return 0 if ok else 1
+
+def remove_walkthrough_objects(cluster: LocalCluster, say: Narrator, why: str, timeout: float = 120) -> bool:
+    """Delete ``WALKTHROUGH_OBJECTS`` and wait until the ``default`` Provisioner's nodes are gone.
+
+    Returns False (and does nothing) when none of them exists. Raises TimeoutError when the
+    nodes outlive ``timeout`` seconds.
+    """
+    watch = Observer(cluster)
+    present = cluster.kubectl(
+        "get", *(f"{kind}/{name}" for kind, name in WALKTHROUGH_OBJECTS), "--ignore-not-found", "-o", "name",
+        check=False,
+    ).stdout.split()
+    if not present and not watch.nodes("default") and not watch.pods():
+        return False
+    say.say(f"{why}: {', '.join(present) or 'nodes of the default Provisioner'}")
+    for kind, name in WALKTHROUGH_OBJECTS:
+        cluster.kubectl("delete", kind, name, "--ignore-not-found", "--wait=false", check=False)
+    watch.wait_for(lambda: not watch.pods() and not watch.nodes("default"), timeout,
+                   f"inflate pods and nodes labelled {PROVISIONER_LABEL}=default to be gone", interval=1)
+    return True
 
 
-def replay(cluster: LocalCluster, say: Narrator, expiry_seconds: int | None) -> bool:
-    """The five steps of the walkthrough. Raises TimeoutError when a step stalls."""
+def replay(cluster: LocalCluster, say: Narrator, expiry_seconds: int | None,
+           source: Traversable | None = None) -> bool:
+    """The five steps of the walkthrough, on manifests from ``source`` (default: the embedded copy).
+
+    Leftovers of an earlier run (the walkthrough's objects and nodes) are deleted first, so
+    every step starts from the state the walkthrough assumes. Raises TimeoutError when a step
+    stalls and ClusterError when kubectl fails.
+    """
+    def load_manifest(name: str) -> dict[str, Any]:
+        return load_walkthrough_manifest(name, source)
+
+    remove_walkthrough_objects(cluster, say, "removing leftovers of an earlier run")
     watch = Observer(cluster)
     watch.controller_log.skip()  # a reused cluster: narrate only what this replay causes
     kubectl = cluster.kubectl
@@ -184,6 +304,6 @@ def replay(cluster: LocalCluster, say: Narrator, expiry_seconds: int | None) -> 
     show("get", "node", "-L", "node.kubernetes.io/instance-type,kubernetes.io/arch,karpenter.sh/capacity-type")
     states = sorted({v["state"] for v in watch.instances().values()})
     say.say(f"EC2 instances launched during the demo: {len(watch.instances())}, states now: {', '.join(states) or 'none'}")
-    say.command("kubectl get events --sort-by=.lastTimestamp", watch.events_table())
+    say.command(f"kubectl get events --sort-by={EVENTS_SORT_KEY}", watch.events_table())
     say.say("walkthrough complete")
     return True

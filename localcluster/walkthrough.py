@@ -9,11 +9,13 @@ them; the tests assert on them. Nothing here decides anything Groupless decides.
 from __future__ import annotations
 
 import datetime
+import importlib.resources
 import json
 import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -23,27 +25,65 @@ from localcluster.cluster import AWS_REGION, LocalCluster
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+#: The walkthrough's manifests, in the order the story applies them. A copy ships inside the
+#: package (``localcluster/walkthrough/``) so that ``groupless demo`` works from any install;
+#: ``../shared/walkthrough/`` (beside a clone, as in CI) is the reference they are copied from.
+WALKTHROUGH_FILES = (
+    "01-provisioner.yaml",
+    "02-inflate-deployment.yaml",
+    "03-pdb.yaml",
+    "04-provisioner-with-expiry.yaml",
+)
+
 PROVISIONER_LABEL = "karpenter.sh/provisioner-name"
 NODE_COLUMNS = "node.kubernetes.io/instance-type,kubernetes.io/arch,karpenter.sh/capacity-type"
+#: Every Event has a creationTimestamp; scheduler Events (events.k8s.io/v1) have no lastTimestamp.
+EVENTS_SORT_KEY = ".metadata.creationTimestamp"
 
 
-def walkthrough_dir() -> Path:
-    """The walkthrough's manifests: ``<repo>/../shared/walkthrough``, else ``/work/shared/walkthrough``.
+def embedded_walkthrough() -> Traversable:
+    """The manifests shipped as package data (``localcluster/walkthrough/*.yaml``)."""
+    return importlib.resources.files("localcluster") / "walkthrough"
 
-    Raises FileNotFoundError naming both places when neither exists.
+
+def shared_walkthrough_dir() -> Path | None:
+    """``<repo>/../shared/walkthrough`` when it exists beside the clone (CI, the project's tree), else None."""
+    candidate = REPO_ROOT.parent / "shared" / "walkthrough"
+    return candidate if (candidate / WALKTHROUGH_FILES[0]).is_file() else None
+
+
+def walkthrough_source(prefer_shared: bool = False) -> Traversable:
+    """Where to read the manifests from: the embedded copy, or ``../shared/walkthrough`` if asked and present.
+
+    ``groupless demo`` uses the embedded copy (it must work from any install); the e2e tests
+    prefer the shared directory so that they test the manifests as the walkthrough publishes them.
     """
-    candidates = (REPO_ROOT.parent / "shared" / "walkthrough", Path("/work/shared/walkthrough"))
-    for candidate in candidates:
-        if (candidate / "01-provisioner.yaml").is_file():
-            return candidate
-    raise FileNotFoundError(
-        "the walkthrough manifests were not found in " + " or ".join(str(c) for c in candidates)
-    )
+    if prefer_shared:
+        shared = shared_walkthrough_dir()
+        if shared is not None:
+            return shared
+    return embedded_walkthrough()
 
 
-def load_manifest(name: str) -> dict[str, Any]:
-    """One walkthrough manifest as a dict (``name`` like ``01-provisioner.yaml``)."""
-    doc = yaml.safe_load((walkthrough_dir() / name).read_text())
+def check_walkthrough(source: Traversable | None = None) -> None:
+    """Raise FileNotFoundError naming every manifest of ``WALKTHROUGH_FILES`` missing from ``source``."""
+    source = source or walkthrough_source()
+    missing = [name for name in WALKTHROUGH_FILES if not (source / name).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"the walkthrough manifests {', '.join(missing)} are missing from {source} "
+            "(a broken installation? reinstall with `pip install -e '.[dev-cluster]'`)"
+        )
+
+
+def load_manifest(name: str, source: Traversable | None = None) -> dict[str, Any]:
+    """One walkthrough manifest as a dict (``name`` like ``01-provisioner.yaml``).
+
+    ``source`` defaults to the embedded copy. Raises FileNotFoundError when the file is missing
+    and ValueError when it is not one YAML object.
+    """
+    path = (source or walkthrough_source()) / name
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(doc, dict):
         raise ValueError(f"{name}: expected one YAML object")
     return doc
@@ -138,7 +178,12 @@ class Observer:
         return items
 
     def events_table(self, namespace: str = "default") -> str:
-        return str(self.cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp").stdout)
+        """``kubectl get events --sort-by=.metadata.creationTimestamp``.
+
+        Not ``.lastTimestamp``: kube-scheduler writes events.k8s.io/v1 Events, which carry
+        ``eventTime`` and no ``lastTimestamp``, so sorting by it puts them out of order.
+        """
+        return str(self.cluster.kubectl("get", "events", "-n", namespace, f"--sort-by={EVENTS_SORT_KEY}").stdout)
 
     def extender_requests(self) -> dict[tuple[str, str], float]:
         """Requests kube-scheduler made to the extender, by (verb, HTTP code), from its /metrics."""

@@ -16,7 +16,17 @@ from typing import Any
 import pytest
 
 from localcluster.cluster import LocalCluster
-from localcluster.walkthrough import Observer, instance_id, load_manifest, matching, node_age_seconds
+from localcluster.walkthrough import (
+    Observer,
+    instance_id,
+    load_manifest,
+    matching,
+    node_age_seconds,
+    walkthrough_source,
+)
+
+#: ../shared/walkthrough/ when it is beside the clone (CI), else the copy shipped in the package
+MANIFESTS = walkthrough_source(prefer_shared=True)
 
 NODE_LABELS = {
     "node.kubernetes.io/instance-type": "r6gd.xlarge",
@@ -37,7 +47,7 @@ def watch(cluster: LocalCluster) -> Observer:
 
 # 1 --------------------------------------------------------------------------------------
 def test_1_provisioner_is_admitted_and_defaulted(watch: Observer, cluster: LocalCluster) -> None:
-    manifest = load_manifest("01-provisioner.yaml")
+    manifest = load_manifest("01-provisioner.yaml", MANIFESTS)
     watch.apply(manifest)
     stored = cluster.kubectl_json("get", "provisioners.karpenter.sh", "default")
     assert stored["spec"]["ttlSecondsAfterEmpty"] == 30
@@ -50,7 +60,7 @@ def test_1_provisioner_is_admitted_and_defaulted(watch: Observer, cluster: Local
 
 
 def test_1_defaulting_webhook_adds_arch_and_capacity_type(watch: Observer, cluster: LocalCluster) -> None:
-    manifest = copy.deepcopy(load_manifest("01-provisioner.yaml"))
+    manifest = copy.deepcopy(load_manifest("01-provisioner.yaml", MANIFESTS))
     manifest["metadata"]["name"] = "defaults"
     del manifest["spec"]["requirements"]
     watch.apply(manifest)
@@ -75,7 +85,7 @@ def test_1_defaulting_webhook_adds_arch_and_capacity_type(watch: Observer, clust
     ids=["negative-ttl", "unsupported-operator", "missing-subnetSelector"],
 )
 def test_1_invalid_provisioner_is_rejected_with_our_message(watch: Observer, change: Any, field: str) -> None:
-    manifest = copy.deepcopy(load_manifest("01-provisioner.yaml"))
+    manifest = copy.deepcopy(load_manifest("01-provisioner.yaml", MANIFESTS))
     manifest["metadata"]["name"] = f"invalid-{field.lower()}"
     change(manifest["spec"])
     result = watch.apply(manifest, check=False)
@@ -87,7 +97,7 @@ def test_1_invalid_provisioner_is_rejected_with_our_message(watch: Observer, cha
 # 2 --------------------------------------------------------------------------------------
 def test_2_scale_to_3_launches_one_right_sized_node(watch: Observer, cluster: LocalCluster) -> None:
     watch.controller_log.skip()
-    watch.apply(load_manifest("02-inflate-deployment.yaml"))
+    watch.apply(load_manifest("02-inflate-deployment.yaml", MANIFESTS))
     started = time.monotonic()
     watch.scale("inflate", 3)
     watch.wait_for(lambda: len(watch.running(watch.pods())) == 3, 120, "3 inflate pods Running")
@@ -129,7 +139,7 @@ def test_2_scale_to_3_launches_one_right_sized_node(watch: Observer, cluster: Lo
 
 # 3 --------------------------------------------------------------------------------------
 def test_3_expired_node_is_replaced_within_the_pdb(watch: Observer, cluster: LocalCluster) -> None:
-    watch.apply(load_manifest("03-pdb.yaml"))
+    watch.apply(load_manifest("03-pdb.yaml", MANIFESTS))
     watch.wait_for(
         lambda: (cluster.kubectl_json("get", "pdb", "inflate-pdb").get("status") or {}).get("disruptionsAllowed") == 1,
         60, "the PDB status (disruptionsAllowed 1)")
@@ -138,7 +148,7 @@ def test_3_expired_node_is_replaced_within_the_pdb(watch: Observer, cluster: Loc
     old_instance = instance_id(old["spec"]["providerID"])
     # the walkthrough's 1800 s shortened: the node expires a few seconds from now
     ttl = max(20, int(node_age_seconds(old)) + 5)
-    expiring = load_manifest("04-provisioner-with-expiry.yaml")
+    expiring = load_manifest("04-provisioner-with-expiry.yaml", MANIFESTS)
     expiring["spec"]["ttlSecondsUntilExpired"] = ttl
     watch.controller_log.skip()
     started = time.monotonic()
@@ -153,13 +163,13 @@ def test_3_expired_node_is_replaced_within_the_pdb(watch: Observer, cluster: Loc
         if not reapplied[0]:
             current = {n["metadata"]["name"]: n for n in watch.nodes("default")}
             if old_name not in current or current[old_name]["metadata"].get("deletionTimestamp"):
-                watch.apply(load_manifest("01-provisioner.yaml"))
+                watch.apply(load_manifest("01-provisioner.yaml", MANIFESTS))
                 reapplied[0] = True
 
     watch.wait_for(lambda: old_name not in {n["metadata"]["name"] for n in watch.nodes("default")},
                    ttl + 180, f"expired node {old_name} to be deleted", interval=0.5, on_poll=poll)
     if not reapplied[0]:
-        watch.apply(load_manifest("01-provisioner.yaml"))
+        watch.apply(load_manifest("01-provisioner.yaml", MANIFESTS))
     watch.wait_for(lambda: len(watch.running(watch.pods())) == 3, 120, "3 inflate pods Running again",
                    on_poll=poll)
     report(f"expired node replaced in {time.monotonic() - started:.1f}s (ttl {ttl}s); "

@@ -8,12 +8,15 @@ import time
 import uuid
 
 from localcluster.cluster import LocalCluster
-from localcluster.walkthrough import Observer, load_manifest
+from localcluster.walkthrough import Observer, load_manifest, walkthrough_source
+
+#: ../shared/walkthrough/ when it is beside the clone (CI), else the copy shipped in the package
+MANIFESTS = walkthrough_source(prefer_shared=True)
 
 
 def test_pod_no_provisioner_can_serve_stays_pending_with_an_explaining_event(cluster: LocalCluster) -> None:
     watch = Observer(cluster)
-    provisioner = copy.deepcopy(load_manifest("01-provisioner.yaml"))
+    provisioner = copy.deepcopy(load_manifest("01-provisioner.yaml", MANIFESTS))
     provisioner["metadata"]["name"] = "unservable"
     watch.apply(provisioner)
     name = f"wants-s390x-{uuid.uuid4().hex[:5]}"

@@ -8,7 +8,10 @@ import sys
 import time
 
 from localcluster.cluster import LocalCluster
-from localcluster.walkthrough import Observer, instance_id, load_manifest, matching
+from localcluster.walkthrough import Observer, instance_id, load_manifest, matching, walkthrough_source
+
+#: ../shared/walkthrough/ when it is beside the clone (CI), else the copy shipped in the package
+MANIFESTS = walkthrough_source(prefer_shared=True)
 
 SIZES = {  # name: (cpu, memory, replicas) -- 200 pods, 92.5 vCPU in all
     "burst-small": ("100m", "128Mi", 50),
@@ -38,7 +41,7 @@ def _deployment(name: str, cpu: str, memory: str, replicas: int) -> dict[str, ob
 
 def test_200_pod_burst_runs_without_duplicate_launches(cluster: LocalCluster) -> None:
     watch = Observer(cluster)
-    provisioner = copy.deepcopy(load_manifest("01-provisioner.yaml"))
+    provisioner = copy.deepcopy(load_manifest("01-provisioner.yaml", MANIFESTS))
     provisioner["metadata"]["name"] = "burst"
     watch.apply(provisioner)
     before = set(watch.instances())

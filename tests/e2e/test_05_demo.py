@@ -8,11 +8,13 @@ import sys
 
 from localcluster.cluster import LocalCluster
 from localcluster.demo import Narrator, replay
+from localcluster.walkthrough import walkthrough_source
 
 
 def test_demo_replays_the_walkthrough_and_narrates_it(cluster: LocalCluster) -> None:
     out = io.StringIO()
-    assert replay(cluster, Narrator(out), expiry_seconds=None) is True
+    # the manifests the tests use (../shared/walkthrough/ when present), not only the embedded copy
+    assert replay(cluster, Narrator(out), expiry_seconds=None, source=walkthrough_source(prefer_shared=True)) is True
     text = out.getvalue()
     print(f"\n[e2e] demo narration: {len(text.splitlines())} lines", file=sys.stderr)
     for step in range(1, 6):
@@ -22,3 +24,5 @@ def test_demo_replays_the_walkthrough_and_narrates_it(cluster: LocalCluster) -> 
     assert "Computed packing of 1 node(s) for 3 pod(s) with instance type option(s) [r6gd.xlarge]" in text
     assert "Did not evict pod" in text
     assert "walkthrough complete" in text
+    # events sorted by creation time: scheduler events (events.k8s.io/v1) have no lastTimestamp
+    assert "$ kubectl get events --sort-by=.metadata.creationTimestamp" in text
