@@ -17,20 +17,17 @@ Prints price, the lower bound (see ``benchmarks.bounds``), plain FFD, time and p
 from __future__ import annotations
 
 import argparse
-import cProfile
 import gzip
 import json
 import os
-import pstats
 import random
 import sys
-import time
-import tracemalloc
 from pathlib import Path
 
 import moto
 
 from benchmarks.bounds import ffd_price, lower_bound, lp_bound, pod_share_bound, resource_bound
+from benchmarks.timing import timed_solve
 from provisioner.api.defaults import default_provisioner
 from provisioner.api.schemas import load_provisioner
 from provisioner.cloudprovider.aws.catalog import instance_types_from_ec2, load_pricing_file
@@ -38,7 +35,7 @@ from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.pods import pod_from_manifest
 from provisioner.scheduling.resources import MIB
-from provisioner.scheduling.solver import SolverInput, solve, solve_first_fit
+from provisioner.scheduling.solver import SolverInput, solve_first_fit
 
 REGION = "ap-south-1"
 PRICES = Path(__file__).parent / "fixtures" / "ap-south-1-prices.json"
@@ -117,22 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     daemonsets = [daemonset_pod(d) for d in DAEMONSETS]
     given = SolverInput(pods=pods, provisioners=[provisioner], instance_types={"default": types},
                         daemonsets=daemonsets)
-    # timed without tracemalloc (it slows allocation-heavy code several-fold); the peak memory
-    # comes from a second, untimed solve of the same input
-    profiler = cProfile.Profile() if args.profile else None
-    start = time.perf_counter()
-    if profiler:
-        profiler.enable()
-    plan = solve(given)
-    if profiler:
-        profiler.disable()
-    elapsed = time.perf_counter() - start
-    tracemalloc.start()
-    solve(given)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    if profiler:
-        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
+    plan, elapsed, peak = timed_solve(given, args.profile)
     placed = [p for n in plan.new_nodes for p in n.pods]
     every_node = daemonsets[0].requests - {"pods": 0}  # the log agent tolerates everything: on every node
     bound = lower_bound(placed, types, every_node)

@@ -17,19 +17,16 @@ anti-affinity forces nodes) and the peak memory of the solve (tracemalloc).
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
 import random
 import sys
-import time
-import tracemalloc
 
 from benchmarks.bounds import ffd_price, lower_bound
+from benchmarks.timing import timed_solve
 from provisioner.api.types import Provisioner, ProvisionerSpec
 from provisioner.scheduling.instancetypes import InstanceType, Offering
 from provisioner.scheduling.pods import pod_from_manifest
 from provisioner.scheduling.resources import GIB, MIB, Resources
-from provisioner.scheduling.solver import SolverInput, solve, solve_first_fit
+from provisioner.scheduling.solver import SolverInput, solve_first_fit
 
 LABELS = "abcdefg"
 
@@ -115,22 +112,7 @@ def run(n: int, profile: bool = False, with_ffd: bool = True) -> dict:
     pods = [pod_from_manifest(m) for m in diverse_pods(n, rng)]
     provisioner = Provisioner(name="default", spec=ProvisionerSpec())
     given = SolverInput(pods=pods, provisioners=[provisioner], instance_types={"default": types})
-    # timed without tracemalloc (it slows allocation-heavy code several-fold); the peak memory
-    # comes from a second, untimed solve of the same input
-    profiler = cProfile.Profile() if profile else None
-    start = time.perf_counter()
-    if profiler:
-        profiler.enable()
-    plan = solve(given)
-    if profiler:
-        profiler.disable()
-    elapsed = time.perf_counter() - start
-    tracemalloc.start()
-    solve(given)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    if profiler:
-        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
+    plan, elapsed, peak = timed_solve(given, profile)
     if plan.unschedulable:
         print(f"  {len(plan.unschedulable)} pods unschedulable, first: {plan.unschedulable[0].reason}")
     result = {
