@@ -7,6 +7,7 @@ the AWS implementation raises ``from`` the botocore error, and a fake for compon
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -56,6 +57,23 @@ class Machine:
     launch_time: str | None = None
     node_request_id: str | None = None
     provisioner_name: str | None = None
+
+
+def log_launched(logger: logging.Logger, machine: Machine, provisioner_name: str) -> None:
+    """The walkthrough's launch line, once per launch (by the provider, or by the controller for one that does not).
+
+    ``Launched instance: i-..., hostname: ..., type: r6gd.xlarge, zone: ap-south-1a, capacityType: on-demand``
+    (Karpenter v0.6.3's wording), with the Provisioner as a structured field.
+    """
+    logger.info(
+        "Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s",
+        machine.instance_id,
+        machine.name,
+        machine.instance_type,
+        machine.zone,
+        machine.capacity_type,
+        extra={"provisioner": provisioner_name},
+    )
 
 
 class CloudProviderError(Exception):

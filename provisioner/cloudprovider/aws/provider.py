@@ -66,6 +66,7 @@ from provisioner.cloudprovider.types import (
     MachineList,
     NodeRequest,
     NotFoundError,
+    log_launched,
 )
 from provisioner.scheduling.instancetypes import InstanceType
 
@@ -414,15 +415,7 @@ class AWSCloudProvider:
         if launched_type is not None:  # the shape labels (karpenter.k8s.aws/instance-*) and arch, os
             implied = {wk.ARCH: launched_type.arch, wk.OS: launched_type.os, **dict(launched_type.labels)}
             machine = replace(machine, labels={**implied, **machine.labels})
-        log.info(
-            "Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s",
-            machine.instance_id,
-            machine.name,
-            machine.instance_type,
-            machine.zone,
-            machine.capacity_type,
-            extra={"provisioner": request.provisioner.name},
-        )
+        log_launched(log, machine, request.provisioner.name)
         return machine
 
     def delete(self, provider_id: str) -> None:

@@ -55,6 +55,7 @@ from provisioner.cloudprovider.types import (
     InsufficientCapacityError,
     Machine,
     NodeRequest,
+    log_launched,
 )
 from provisioner.controllers.provisioning.batcher import Batch, Batcher
 from provisioner.controllers.provisioning.nodes import (
@@ -973,15 +974,7 @@ class ProvisioningController:
             )
             self._settle_usage(provisioner, request, launched_type, round_)
         if not getattr(self.cloud, "logs_launches", False):  # one line per launch, not two
-            log.info(
-                "Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s",
-                machine.instance_id,
-                machine.name,
-                machine.instance_type,
-                machine.zone,
-                machine.capacity_type,
-                extra={"provisioner": provisioner.name},
-            )
+            log_launched(log, machine, provisioner.name)
         node = self._create_node(planned, provisioner, machine, launched_type, round_)
         if node is None:
             return None
