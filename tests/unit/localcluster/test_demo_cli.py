@@ -220,8 +220,9 @@ def test_sigterm_during_the_demo_gets_the_ctrl_c_teardown(
 
 
 def test_sigterm_in_dev_cluster_up_raises_keyboard_interrupt_in_a_real_process() -> None:
+    # 'ready' is printed inside the try: the parent signals as soon as it reads it
     code = ("import time\nfrom localcluster.cli import terminate_like_interrupt\nterminate_like_interrupt()\n"
-            "print('ready', flush=True)\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n"
+            "try:\n    print('ready', flush=True)\n    time.sleep(30)\nexcept KeyboardInterrupt:\n"
             "    print('graceful teardown', flush=True)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO)
     assert proc.stdout is not None
