@@ -121,6 +121,10 @@ def selector_filters(selector: Mapping[str, str]) -> list[dict[str, Any]]:
     return filters
 
 
+#: HTTP connections per AWS client (botocore's default is 10), above the launch parallelism.
+MAX_POOL_CONNECTIONS = 32
+
+
 class AWSCloudProvider:
     """CloudProvider over EC2/SSM/Pricing (see the module docstring).
 
@@ -173,7 +177,14 @@ class AWSCloudProvider:
         """Clients from ``session`` (default: a new one) in ``settings.region``, retries in standard mode."""
         session = session or boto3.session.Session()
         # botocore retries once on transient errors; throttling is retried by _call on the injected clock.
-        config = Config(retries={"max_attempts": 2, "mode": "standard"}, user_agent_extra="groupless")
+        # The provisioning controller launches up to 16 nodes at once, each with several EC2
+        # calls: botocore's default pool of 10 connections would be discarded and reopened
+        # ("Connection pool is full") under every burst.
+        config = Config(
+            retries={"max_attempts": 2, "mode": "standard"},
+            user_agent_extra="groupless",
+            max_pool_connections=MAX_POOL_CONNECTIONS,
+        )
         kwargs: dict[str, Any] = {"region_name": settings.region, "config": config}
         if settings.endpoint_url:
             kwargs["endpoint_url"] = settings.endpoint_url

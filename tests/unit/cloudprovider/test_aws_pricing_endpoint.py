@@ -112,3 +112,11 @@ def test_a_long_or_multi_line_message_is_cut_to_its_first_line() -> None:
     assert summarize_error(ValueError("bad\npage")) == "ValueError: bad..."
     assert summarize_error(ValueError("the Pricing API returned no EC2 prices")) == (
         "ValueError: the Pricing API returned no EC2 prices")
+
+
+def test_clients_keep_more_connections_than_the_launch_parallelism(caplog: pytest.LogCaptureFixture) -> None:
+    # 16 concurrent launches through botocore's default pool of 10 discarded connections
+    # ("Connection pool is full") in every e2e burst
+    _, session = build(caplog, endpoint_url=EC2_OVERRIDE)
+    assert session.clients["ec2"].meta.config.max_pool_connections == 32
+    assert session.clients["ssm"].meta.config.max_pool_connections == 32
