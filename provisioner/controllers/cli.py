@@ -279,6 +279,10 @@ def run(args: argparse.Namespace) -> int:
         configure_logging(settings.log_level, settings.log_format)
         if settings.cloud_provider == "aws" and not settings.cluster_name:
             raise SettingsError("--cluster-name (GROUPLESS_CLUSTER_NAME) is required with --cloud-provider aws")
+        if settings.cloud_provider == "aws":
+            from provisioner.cloudprovider.aws.settings import resolve_region
+
+            resolve_region(settings.aws_region)  # no region at all: a settings error, before any client
     except (SettingsError, ValueError) as error:
         print(f"groupless controller: {error}", file=sys.stderr)
         return 2

@@ -9,12 +9,40 @@ Durations are seconds.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
+
+import boto3
+
+from provisioner.settings import SettingsError
 
 #: The Kubernetes minor the AMI parameters are looked up for when the caller does not say
 #: (the controller should pass the API server's ``major.minor``).
 DEFAULT_KUBERNETES_VERSION = "1.36"
+
+
+def resolve_region(explicit: str | None, session: boto3.session.Session | None = None) -> str:
+    """The AWS region: ``explicit`` (``--aws-region``) when set, else boto3's default chain.
+
+    Then ``AWS_REGION`` (what EKS's IAM Roles for Service Accounts and Pod Identity inject; the
+    Go SDK Karpenter uses reads it, botocore does not, so it is read here first), then boto3's
+    chain through ``boto3.session.Session().region_name`` (or ``session``'s):
+    ``AWS_DEFAULT_REGION``, then the profile's ``region`` in ``~/.aws/config``. Raises
+    SettingsError, naming every way to set one, when none gives a region: a controller must
+    never silently manage capacity in a region nobody chose.
+    """
+    if explicit:
+        return explicit
+    if os.environ.get("AWS_REGION"):
+        return os.environ["AWS_REGION"]
+    region = (session or boto3.session.Session()).region_name
+    if not region:
+        raise SettingsError(
+            "no AWS region: set --aws-region (GROUPLESS_AWS_REGION), or AWS_REGION / AWS_DEFAULT_REGION "
+            "or a profile region for the SDK's default chain"
+        )
+    return str(region)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +56,9 @@ class AWSSettings:
     service, ``api.pricing.<us-east-1|eu-central-1|ap-south-1>.amazonaws.com``: the EC2 override
     is never applied to it). With ``endpoint_url`` set and ``pricing_endpoint_url`` not, the
     Pricing API is not called (an EC2 override means a private or fake EC2, whose Pricing API
-    is unknown). ``pricing_file`` overrides prices (``--pricing-file``); ``pricing_api`` turns
+    is unknown). ``region`` defaults to ``ap-south-1`` only for direct construction (tests,
+    embedding); the controller resolves it with :func:`resolve_region` (never a silent default).
+    ``pricing_file`` overrides prices (``--pricing-file``); ``pricing_api`` turns
     the Pricing API on (off: static table and spot history only).
     """
 
@@ -64,8 +94,14 @@ class AWSSettings:
         return ".".join(parts[:2])
 
     @classmethod
-    def from_controller_settings(cls, settings: Any, kubernetes_version: str | None = None) -> AWSSettings:
-        """From ``provisioner.settings.ControllerSettings`` (read by attribute name; missing ones default)."""
+    def from_controller_settings(
+        cls, settings: Any, kubernetes_version: str | None = None, session: boto3.session.Session | None = None
+    ) -> AWSSettings:
+        """From ``provisioner.settings.ControllerSettings`` (read by attribute name; missing ones default).
+
+        The region is ``aws_region`` or boto3's default chain (:func:`resolve_region`, through
+        ``session`` when given); SettingsError when neither gives one.
+        """
 
         def get(name: str, default: Any) -> Any:
             value = getattr(settings, name, default)
@@ -75,7 +111,7 @@ class AWSSettings:
             cluster_name=str(get("cluster_name", "")),
             cluster_endpoint=str(get("cluster_endpoint", "")),
             cluster_ca_bundle=str(get("cluster_ca_bundle", "")),
-            region=str(get("aws_region", "ap-south-1")),
+            region=resolve_region(get("aws_region", None), session),
             endpoint_url=get("aws_endpoint_url", None),
             pricing_endpoint_url=get("aws_pricing_endpoint_url", None),
             default_instance_profile=get("default_instance_profile", None),

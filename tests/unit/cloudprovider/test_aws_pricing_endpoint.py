@@ -76,7 +76,8 @@ def test_pricing_api_off_creates_no_client_and_logs_nothing(caplog: pytest.LogCa
     assert not [r for r in caplog.records if "Pricing API" in r.getMessage()]
 
 
-def test_setting_reaches_the_provider_from_flag_and_environment() -> None:
+def test_setting_reaches_the_provider_from_flag_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_REGION", "ap-south-1")  # the region comes from the SDK's chain when unset
     settings = from_mapping({"aws_endpoint_url": EC2_OVERRIDE},
                             environ={"GROUPLESS_AWS_PRICING_ENDPOINT_URL": PRICING_OVERRIDE})
     aws = AWSSettings.from_controller_settings(settings)
