@@ -11,6 +11,7 @@ the environment variable.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -29,6 +30,7 @@ class ControllerSettings:
     cluster_name: str = ""
     cluster_endpoint: str = ""
     cluster_ca_bundle: str = ""
+    service_cidr: str = "10.100.0.0/16"
     cloud_provider: str = "aws"
     aws_region: str | None = None
     aws_endpoint_url: str | None = None
@@ -106,6 +108,16 @@ def _optional(text: str) -> str | None:
     return text or None
 
 
+def _cidr(text: str) -> str:
+    """An IPv4 or IPv6 network in CIDR form (``172.20.0.0/16``), normalised; ValueError otherwise."""
+    try:
+        if "/" not in text:
+            raise ValueError("no prefix length")
+        return str(ipaddress.ip_network(text.strip(), strict=True))
+    except ValueError as error:
+        raise ValueError(f"expected a network in CIDR form like 172.20.0.0/16, got {text!r} ({error})") from error
+
+
 @dataclass(frozen=True, slots=True)
 class _Option:
     name: str
@@ -117,7 +129,12 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("kubeconfig", _optional, "kubeconfig file; unset: $KUBECONFIG, then in-cluster config"),
     _Option("cluster_name", str, "cluster name: instance tags kubernetes.io/cluster/<name> and user data"),
     _Option("cluster_endpoint", str, "API server URL written into node user data"),
-    _Option("cluster_ca_bundle", str, "base64 CA bundle of the API server, for node user data"),
+    _Option("cluster_ca_bundle", str,
+            "base64 CA bundle of the API server, for node user data (unset: the in-cluster service "
+            "account's ca.crt, else the kubeconfig's certificate-authority-data; none: launches fail)"),
+    _Option("service_cidr", _cidr,
+            "the cluster's Service CIDR, for AL2023 nodeadm (which derives the cluster DNS IP from it); "
+            "EKS picks 10.100.0.0/16, or 172.20.0.0/16 when the VPC is in 10.0.0.0/8: set it then"),
     _Option("cloud_provider", _choice("aws", "fake"), "cloud provider: aws (boto3) or fake (in memory, tests)"),
     _Option("aws_region", _optional, "AWS region (unset: the SDK's default chain)"),
     _Option("aws_endpoint_url", _optional, "EC2/SSM endpoint URL override (e.g. a moto server, a VPC endpoint)"),

@@ -556,6 +556,12 @@ class AWSCloudProvider:
             raise ConfigurationError(
                 "neither spec.provider.instanceProfile nor --aws-default-instance-profile is specified"
             )
+        if not settings.cluster_ca_bundle:
+            raise ConfigurationError(
+                "no cluster CA bundle for node user data (a node could not trust the API server): set "
+                "--cluster-ca-bundle (GROUPLESS_CLUSTER_CA_BUNDLE, chart value clusterCABundle), or run "
+                "in-cluster or with a kubeconfig that has certificate-authority-data"
+            )
         family = provider.ami_family or amis.DEFAULT_AMI_FAMILY
         security_groups = tuple(self.security_groups(request.provisioner))
         kubelet = request.provisioner.spec.kubelet_configuration

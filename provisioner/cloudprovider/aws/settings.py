@@ -9,17 +9,24 @@ Durations are seconds.
 
 from __future__ import annotations
 
+import base64
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import boto3
+import yaml
 
 from provisioner.settings import SettingsError
 
 #: The Kubernetes minor the AMI parameters are looked up for when the caller does not say
 #: (the controller should pass the API server's ``major.minor``).
 DEFAULT_KUBERNETES_VERSION = "1.36"
+
+#: ``--service-cidr``'s default: EKS's Service CIDR unless the VPC is in 10.0.0.0/8 (then
+#: 172.20.0.0/16, which must be set). nodeadm (AL2023) requires one and derives clusterDNS from it.
+DEFAULT_SERVICE_CIDR = "10.100.0.0/16"
 
 
 def resolve_region(explicit: str | None, session: boto3.session.Session | None = None) -> str:
@@ -45,13 +52,73 @@ def resolve_region(explicit: str | None, session: boto3.session.Session | None =
     return str(region)
 
 
+#: The CA a pod's service account mounts (what client-go's in-cluster config trusts).
+SERVICE_ACCOUNT_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+
+
+def _kubeconfig_ca(path: str) -> str:
+    """Base64 CA of the kubeconfig ``path``'s current context's cluster; "" when none.
+
+    ``certificate-authority-data`` as is, or the ``certificate-authority`` file (relative to the
+    kubeconfig) encoded; "" when it has neither or cannot be read (launches then refuse,
+    naming --cluster-ca-bundle).
+    """
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return ""
+    if not isinstance(config, dict):
+        return ""
+    contexts = {c.get("name"): c.get("context") or {} for c in config.get("contexts") or [] if isinstance(c, dict)}
+    clusters = {c.get("name"): c.get("cluster") or {} for c in config.get("clusters") or [] if isinstance(c, dict)}
+    context = contexts.get(config.get("current-context"), {})
+    cluster = clusters.get(context.get("cluster")) if isinstance(context, dict) else None
+    if cluster is None and len(clusters) == 1:
+        cluster = next(iter(clusters.values()))
+    if not isinstance(cluster, dict):
+        return ""
+    if cluster.get("certificate-authority-data"):
+        return str(cluster["certificate-authority-data"])
+    if cluster.get("certificate-authority"):
+        try:
+            ca_file = Path(path).parent / str(cluster["certificate-authority"])
+            return base64.b64encode(ca_file.read_bytes()).decode()
+        except OSError:
+            return ""
+    return ""
+
+
+def discover_cluster_ca(
+    explicit: str, kubeconfig: str | None = None, service_account_ca: str = SERVICE_ACCOUNT_CA
+) -> str:
+    """The base64 PEM CA bundle of the API server for node user data; "" when none is found.
+
+    ``explicit`` (``--cluster-ca-bundle``) wins. Otherwise the CA the controller's own client
+    trusts, as Karpenter takes it from its REST config: with ``kubeconfig`` set, that file's
+    current cluster; else the service account's ``ca.crt`` when running in a pod; else
+    ``$KUBECONFIG`` (first file) or ``~/.kube/config``. Never raises: a missing CA only stops
+    launches (ConfigurationError from the provider), not ``groupless controller`` itself.
+    """
+    if explicit:
+        return explicit
+    if kubeconfig:
+        return _kubeconfig_ca(kubeconfig.split(os.pathsep)[0])
+    try:
+        return base64.b64encode(Path(service_account_ca).read_bytes()).decode()
+    except OSError:
+        pass
+    fallback = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    return _kubeconfig_ca(fallback.split(os.pathsep)[0])
+
+
 @dataclass(frozen=True, slots=True)
 class AWSSettings:
     """Everything the AWS provider needs besides its clients.
 
-    ``cluster_ca_bundle`` is the base64 PEM of the cluster CA (``--b64-cluster-ca``);
-    ``service_cidr`` the cluster's Service CIDR (nodeadm requires it; EKS's default is
-    ``10.100.0.0/16``); ``endpoint_url`` points the EC2 and SSM clients at another endpoint (a
+    ``cluster_ca_bundle`` is the base64 PEM of the cluster CA (``--b64-cluster-ca``; ""
+    refuses launches, see :func:`discover_cluster_ca`); ``service_cidr`` the cluster's Service
+    CIDR (nodeadm requires it and derives the cluster DNS IP from it; EKS's default is
+    ``10.100.0.0/16``, ``172.20.0.0/16`` when the VPC is in ``10.0.0.0/8``); ``endpoint_url`` points the EC2 and SSM clients at another endpoint (a
     moto server, a VPC endpoint); ``pricing_endpoint_url`` points the Pricing API client (its own
     service, ``api.pricing.<us-east-1|eu-central-1|ap-south-1>.amazonaws.com``: the EC2 override
     is never applied to it). With ``endpoint_url`` set and ``pricing_endpoint_url`` not, the
@@ -71,7 +138,7 @@ class AWSSettings:
     default_instance_profile: str | None = None
     eni_limited_pod_density: bool = True
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
-    service_cidr: str = "10.100.0.0/16"
+    service_cidr: str = DEFAULT_SERVICE_CIDR
     cluster_dns: str | None = None
     pricing_file: str | None = None
     pricing_api: bool = True
@@ -110,7 +177,8 @@ class AWSSettings:
         return cls(
             cluster_name=str(get("cluster_name", "")),
             cluster_endpoint=str(get("cluster_endpoint", "")),
-            cluster_ca_bundle=str(get("cluster_ca_bundle", "")),
+            cluster_ca_bundle=discover_cluster_ca(str(get("cluster_ca_bundle", "")), get("kubeconfig", None)),
+            service_cidr=str(get("service_cidr", DEFAULT_SERVICE_CIDR)),
             region=resolve_region(get("aws_region", None), session),
             endpoint_url=get("aws_endpoint_url", None),
             pricing_endpoint_url=get("aws_pricing_endpoint_url", None),

@@ -320,3 +320,26 @@ def test_provisioner_tags_win_except_the_ones_bookkeeping_needs(provider, ec2, p
     assert (tags["team"], tags["Name"]) == ("payments", "payments-node")
     assert tags["kubernetes.io/cluster/karpenter-demo"] == "owned"
     assert machine.provider_id in {m.provider_id for m in provider.list()}
+
+
+def test_launch_without_cluster_ca_is_refused_naming_the_setting(
+    catalog, account, ec2, ssm, clock, make_settings_for, provisioner_with
+):
+    no_ca = AWSCloudProvider(make_settings_for(account, cluster_ca_bundle=""), ec2, ssm, None, clock, catalog)
+    before = len(ec2.describe_launch_templates()["LaunchTemplates"])
+    with pytest.raises(ConfigurationError, match=r"--cluster-ca-bundle \(GROUPLESS_CLUSTER_CA_BUNDLE"):
+        no_ca.create(node_request(no_ca, provisioner_with(), ["m5.large"], {}))
+    assert len(ec2.describe_launch_templates()["LaunchTemplates"]) == before
+
+
+def test_service_cidr_reaches_nodeadm(catalog, account, ec2, ssm, clock, make_settings_for, provisioner_with):
+    provider = AWSCloudProvider(make_settings_for(account, service_cidr="172.20.0.0/16"), ec2, ssm, None, clock,
+                                catalog)
+    calls = record_fleet_calls(ec2)
+    provider.create(node_request(provider, provisioner_with(), ["m5.large"], {}))
+    template_name = calls[-1]["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
+    data = ec2.describe_launch_template_versions(LaunchTemplateName=template_name)["LaunchTemplateVersions"][0][
+        "LaunchTemplateData"]
+    text = base64.b64decode(data["UserData"]).decode()
+    cluster = yaml.safe_load(text.split("---\n", 1)[1].split("\n--//--")[0])["spec"]["cluster"]
+    assert (cluster["cidr"], cluster["certificateAuthority"]) == ("172.20.0.0/16", "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t")

@@ -54,6 +54,7 @@ def default_objects(helm: Path) -> list[dict[str, Any]]:
 def custom_objects(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     values = {
         "replicas": 3,
+        "serviceCIDR": "172.20.0.0/16",
         "aws": {"defaultInstanceProfile": "KarpenterNodeInstanceProfile-karpenter-demo", "region": "ap-south-1"},
         "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/groupless"}},
         "logLevel": "debug",
@@ -99,6 +100,17 @@ def test_validator_rejects_a_misspelt_field_and_a_missing_required_one() -> None
         validate({**good, "spec": {"ports": {"port": 443}}})
 
 
+def test_default_service_cidr_is_the_documented_one_and_parses(default_objects: list[dict[str, Any]]) -> None:
+    from provisioner.settings import from_mapping
+
+    deployment = by_kind(default_objects, "Deployment")[0]
+    controller = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "controller")
+    env = env_of(controller)
+    assert env["GROUPLESS_SERVICE_CIDR"] == "10.100.0.0/16"
+    assert from_mapping({}, environ={"GROUPLESS_SERVICE_CIDR": env["GROUPLESS_SERVICE_CIDR"]}).service_cidr == "10.100.0.0/16"
+    assert "GROUPLESS_CLUSTER_CA_BUNDLE" not in env  # empty: discovered from the service account
+
+
 def test_missing_cluster_name_fails_with_a_clear_message(helm: Path) -> None:
     proc = subprocess.run([str(helm), "template", "g", str(CHART)], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
@@ -115,6 +127,7 @@ def test_walkthrough_flags_reach_the_controller(custom_objects: list[dict[str, A
     assert env["GROUPLESS_CLUSTER_ENDPOINT"] == "https://ABCD.gr7.ap-south-1.eks.amazonaws.com"
     assert env["GROUPLESS_DEFAULT_INSTANCE_PROFILE"] == "KarpenterNodeInstanceProfile-karpenter-demo"
     assert env["GROUPLESS_AWS_REGION"] == "ap-south-1"
+    assert env["GROUPLESS_SERVICE_CIDR"] == "172.20.0.0/16"
     assert env["GROUPLESS_BATCH_IDLE_DURATION"] == "2s"
     assert env["GROUPLESS_BATCH_MAX_DURATION"] == "20s"
     assert env["GROUPLESS_NODE_LABELS"] == "env=prod,team=a"
@@ -259,6 +272,7 @@ def test_container_args_and_environment_are_understood_by_groupless(custom_objec
     ("controller.batchIdleDuration=soon", "/controller/batchIdleDuration"),
     ("aws.defaultInstanceProfil=typo", "defaultInstanceProfil"),
     ("webhook.failurePolicy=Maybe", "/webhook/failurePolicy"),
+    ("serviceCIDR=ten", "/serviceCIDR"),
 ])
 def test_values_schema_rejects_bad_values_naming_them(helm: Path, setting: str, complaint: str) -> None:
     proc = subprocess.run([str(helm), "template", "g", str(CHART), *REQUIRED, "--set", setting],
