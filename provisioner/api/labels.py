@@ -26,6 +26,30 @@ CAPACITY_TYPE_ON_DEMAND = "on-demand"
 #: Keys a Provisioner's requirements and instance types speak about natively.
 WELL_KNOWN_LABELS = frozenset({ZONE, INSTANCE_TYPE, ARCH, OS, CAPACITY_TYPE, PROVISIONER_NAME, HOSTNAME})
 
+#: The instance-type labels the AWS cloud provider puts on every node it launches (from the EC2
+#: catalog: ``provisioner.cloudprovider.aws.catalog.shape_labels``; a unit test keeps the two
+#: equal). As in Karpenter v0.10+ (``v1alpha5.WellKnownLabels.Insert(...)`` in the AWS
+#: provider), a Provisioner's requirements may name them although ``k8s.aws`` is a restricted
+#: domain; its ``labels`` may not (the instance type decides their values).
+AWS_INSTANCE_LABELS = frozenset(
+    {
+        "karpenter.k8s.aws/instance-category",
+        "karpenter.k8s.aws/instance-family",
+        "karpenter.k8s.aws/instance-generation",
+        "karpenter.k8s.aws/instance-size",
+        "karpenter.k8s.aws/instance-cpu",
+        "karpenter.k8s.aws/instance-memory",
+        "karpenter.k8s.aws/instance-hypervisor",
+        "karpenter.k8s.aws/instance-gpu-count",
+        "karpenter.k8s.aws/instance-gpu-name",
+        "karpenter.k8s.aws/instance-gpu-manufacturer",
+        "karpenter.k8s.aws/instance-local-nvme",
+    }
+)
+
+#: Keys a Provisioner's requirements may name although their domain is restricted.
+WELL_KNOWN_REQUIREMENT_LABELS = WELL_KNOWN_LABELS | AWS_INSTANCE_LABELS
+
 #: Deprecated alias -> the label it stands for (normalised on input, warned about by the webhook).
 LABEL_ALIASES = {
     "failure-domain.beta.kubernetes.io/zone": ZONE,
@@ -70,14 +94,16 @@ def label_domain(key: str) -> str:
     return key.split("/", 1)[0] if "/" in key else ""
 
 
-def is_restricted_domain(key: str) -> bool:
+def is_restricted_domain(key: str, *, requirement: bool = False) -> bool:
     """True when ``key`` is not well-known and its domain ends with a restricted domain.
 
     ``karpenter.sh/capacity-type`` and ``topology.kubernetes.io/zone`` pass (well-known);
     ``node.kubernetes.io/x`` passes as an exempt kubelet domain; ``example.kubernetes.io/x``
-    fails. Source: Karpenter v0.6.3 validation rule 7 (the domain *ends with* a restricted one).
+    fails. With ``requirement`` (a requirement key rather than a label), the AWS instance-type
+    labels (:data:`AWS_INSTANCE_LABELS`) pass too. Source: Karpenter v0.6.3 validation rule 7
+    (the domain *ends with* a restricted one), v0.10+ for the AWS labels.
     """
-    if key in WELL_KNOWN_LABELS:
+    if key in (WELL_KNOWN_REQUIREMENT_LABELS if requirement else WELL_KNOWN_LABELS):
         return False
     domain = label_domain(key)
     if not domain:

@@ -29,6 +29,7 @@ from typing import Any, TypeGuard
 
 from provisioner.api.labels import (
     ARCH,
+    AWS_INSTANCE_LABELS,
     CAPACITY_TYPE,
     CAPACITY_TYPE_ON_DEMAND,
     CAPACITY_TYPE_SPOT,
@@ -306,7 +307,11 @@ def _validate_label_key(
                   else "it is set by Kubernetes or the controller")
         out.error(where, key, f"label {canonical} is restricted: {reason}")
         return False
-    if is_restricted_domain(canonical):
+    if what == "label" and canonical in AWS_INSTANCE_LABELS:
+        out.error(where, key, f"label {canonical} is restricted: the cloud provider sets it from the instance "
+                  "type; constrain it with a requirement instead")
+        return False
+    if is_restricted_domain(canonical, requirement=what == "requirement"):
         out.error(where, key, "label domain not allowed: keys under kubernetes.io, k8s.io, karpenter.sh and "
                   "k8s.aws are reserved (except well-known labels, node.kubernetes.io and kops.k8s.io)")
         return False
