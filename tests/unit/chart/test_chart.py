@@ -165,6 +165,29 @@ def test_pod_is_non_root_read_only_probed_and_spread(default_objects: list[dict[
     assert pdb["spec"]["selector"]["matchLabels"] == selector and pdb["spec"]["maxUnavailable"] == 1
 
 
+def test_second_scheduler_pods_are_not_selected_by_the_groupless_selectors(
+        custom_objects: list[dict[str, Any]]) -> None:
+    def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in selector.items())
+
+    deployments = {d["metadata"]["name"]: d for d in by_kind(custom_objects, "Deployment")}
+    main, scheduler = deployments["gl-groupless"], deployments["gl-groupless-scheduler"]
+    main_pod = main["spec"]["template"]["metadata"]["labels"]
+    scheduler_pod = scheduler["spec"]["template"]["metadata"]["labels"]
+    assert (main_pod["app.kubernetes.io/component"], scheduler_pod["app.kubernetes.io/component"]) == (
+        "controller", "scheduler")
+    (service,) = by_kind(custom_objects, "Service")
+    (pdb,) = by_kind(custom_objects, "PodDisruptionBudget")
+    selectors = {"deployment": main["spec"]["selector"]["matchLabels"], "service": service["spec"]["selector"],
+                 "pdb": pdb["spec"]["selector"]["matchLabels"]}
+    selectors |= {f"spread {c['topologyKey']}": c["labelSelector"]["matchLabels"]
+                  for c in main["spec"]["template"]["spec"]["topologySpreadConstraints"]}
+    for what, selector in selectors.items():
+        assert selects(selector, main_pod) and not selects(selector, scheduler_pod), what
+    scheduler_selector = scheduler["spec"]["selector"]["matchLabels"]
+    assert selects(scheduler_selector, scheduler_pod) and not selects(scheduler_selector, main_pod)
+
+
 def test_single_replica_has_no_pdb_that_would_block_every_drain(helm: Path) -> None:
     objects = render(helm, *REQUIRED, "--set", "replicas=1")
     assert by_kind(objects, "PodDisruptionBudget") == []

@@ -29,6 +29,14 @@ app.kubernetes.io/name: {{ include "groupless.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* Selector of the Groupless pods (controller, webhook, extender) only: the optional second
+scheduler's pods share name and instance but are component "scheduler". Selectors are immutable:
+changing these needs the Deployment deleted before helm upgrade (see docs/installation.md). */}}
+{{- define "groupless.controllerSelectorLabels" -}}
+{{ include "groupless.selectorLabels" . }}
+app.kubernetes.io/component: controller
+{{- end -}}
+
 {{- define "groupless.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "groupless.fullname" .) .Values.serviceAccount.name -}}
