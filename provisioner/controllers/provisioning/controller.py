@@ -12,9 +12,11 @@ Decisions and their sources:
 * In-flight awareness (Karpenter v0.10+): nodes already launched count as capacity, with what
   their nominated pods still need set aside, so a second burst that fits launches nothing; a
   pod placed on an in-flight node is added to its nominations. Pods holding a valid
-  nomination are not provisionable. The cache lags our own writes, so the controller also
-  keeps the pods it is launching for ("in flight": from the plan until a round's snapshot
-  shows their nomination on the Node, or the launch fails) and the Nodes it wrote (their
+  nomination are not provisionable; a nomination is valid only while the pod still fits
+  beside the pods bound to the node (kube-scheduler may bind others there first), else it
+  ends and the pod gets a new node (see :func:`_displaced`). The cache lags our own
+  writes, so the controller also keeps the pods it is launching for ("in flight": from the
+  plan until a round's snapshot shows their nomination on the Node, or the launch fails) and the Nodes it wrote (their
   capacity and nominations count until a snapshot shows them); only a snapshot releases
   them, never a watch event that may arrive after a round took its snapshot. So nothing is
   launched twice for one pod. Node requests carry a stable id (Provisioner + pod UIDs) so a
@@ -46,7 +48,7 @@ from typing import Any
 from provisioner import metrics
 from provisioner.api import labels as wk
 from provisioner.api import nominations as nom
-from provisioner.api.quantity import parse_quantity
+from provisioner.api.quantity import parse_quantity, parse_resource_list
 from provisioner.api.types import Provisioner
 from provisioner.clock import Clock
 from provisioner.cloudprovider.types import (
@@ -77,7 +79,7 @@ from provisioner.kube.events import EventRecorder
 from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.nodes import ClusterNode, node_from_manifest
-from provisioner.scheduling.pods import Pod, pod_from_manifest
+from provisioner.scheduling.pods import Pod, pod_from_manifest, pod_requests
 from provisioner.scheduling.provisioners import provisioner_limits
 from provisioner.scheduling.resources import CPU, MEMORY, PODS, Resources
 from provisioner.scheduling.solver import Plan, PlannedNode, SolverInput, solve
@@ -197,6 +199,39 @@ def _format_duration(seconds: float) -> str:
     return f"{seconds:.3g}s" if seconds < 10 else f"{seconds:.1f}s"
 
 
+def _displaced(node: Mapping[str, Any], nominations: nom.Nominations, bound: Sequence[Object]) -> set[str]:
+    """UIDs of nominated pods that no longer fit on ``node`` beside the pods bound to it.
+
+    Why: the extender holds a node's nominated capacity against the pods it sees bound, but
+    kube-scheduler binds asynchronously and places several pods at once from its own cache
+    (assumed pods), so under a burst other pods can still take a nominated node's room. The
+    nominated pod then fits nowhere (``Insufficient memory`` on every node), and while its
+    nomination held (``nomination_ttl_seconds``, 5 min) it was not provisionable: nothing
+    launched and no cluster event requeued it. A nomination the node can no longer honour
+    therefore ends now. Nominations are kept in UID order while they fit in the node's
+    allocatable minus what its bound pods request; a node without a readable allocatable
+    (not registered yet) displaces nothing.
+    """
+    status = node.get("status") or {}
+    raw = status.get("allocatable") or status.get("capacity")
+    if not nominations.pods or not raw:
+        return set()
+    try:
+        free = Resources(parse_resource_list(raw))
+        used = Resources.sum(pod_requests(p) for p in bound)
+    except (ValueError, TypeError, AttributeError):
+        return set()
+    free = free - used
+    displaced: set[str] = set()
+    for uid, entry in sorted(nominations.pods.items()):
+        wanted = entry.requests if entry.requests.get(PODS) else entry.requests + {PODS: 1}
+        if wanted.fits(free):
+            free = free - wanted
+        else:
+            displaced.add(uid)
+    return displaced
+
+
 def _nominated_on(node: Mapping[str, Any]) -> Collection[str]:
     """UIDs of the pods in the node's nominations annotation (deadline not considered)."""
     raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
@@ -265,6 +300,9 @@ class ProvisioningController:
         # node name -> the latest Node object we wrote (created, nominations patched), until a
         # snapshot shows that write (see _release_in_flight)
         self._written: dict[str, Object] = {}
+        # pod UID -> the nodes whose nomination of it ended because they filled up (see _displaced);
+        # salts the pod's next node request, whose ClientToken would otherwise return that node
+        self._displaced_from: dict[str, frozenset[str]] = {}
         self._warming: set[str] = set()  # Provisioners whose instance types are being fetched ahead
         self._warm_new_provisioners = False  # set by run(): tests drive rounds without threads
         self._pool = ThreadPoolExecutor(
@@ -489,7 +527,8 @@ class ProvisioningController:
             if not raw:
                 continue
             current = nom.active(nom.decode(raw), now, snapshot.bound_pod_uids)
-            result.update(current.pods)
+            name = (node.get("metadata") or {}).get("name") or ""
+            result.update(set(current.pods) - _displaced(node, current, snapshot.pods_on(name)))
         return result
 
     def _release_in_flight(self, snapshot: Snapshot) -> None:
@@ -528,6 +567,10 @@ class ProvisioningController:
         """
         now = self.clock.now()
         present = set(snapshot.pods)
+        with self._lock:
+            for uid in list(self._displaced_from):
+                if uid not in present or uid in snapshot.bound_pod_uids:
+                    del self._displaced_from[uid]
         for name, node in self._nodes(snapshot).items():
             meta = node.get("metadata") or {}
             raw = (meta.get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
@@ -536,6 +579,14 @@ class ProvisioningController:
             decoded = nom.decode(raw)
             ended = {uid for uid in decoded.pods if uid in snapshot.bound_pod_uids or uid not in present}
             current = nom.active(decoded, now, ended)
+            displaced = _displaced(node, current, snapshot.pods_on(name))
+            if displaced:
+                log.info("Nominated pod(s) %s no longer fit on node %s beside its bound pods; provisioning again",
+                         ", ".join(sorted(current.pods[u].pod for u in displaced)), name)
+                current = nom.active(current, now, displaced)
+                with self._lock:
+                    for uid in displaced:
+                        self._displaced_from[uid] = self._displaced_from.get(uid, frozenset()) | {name}
             if current == decoded and not decoded.malformed:
                 continue
             patched = self._patch_nominations(name, raw, nom.encode(current) if current.pods else None)
@@ -916,13 +967,13 @@ class ProvisioningController:
         labels = dict(self.settings.extra_node_labels)
         labels.update(planned.labels)
         labels.update(provisioner.labels_with_name)
+        salt = "replace:" + ",".join(sorted(round_.exclude)) if round_.exclude else ""
+        with self._lock:
+            displaced_from = sorted(set().union(*(self._displaced_from.get(p.uid, ()) for p in planned.pods)))
+        if displaced_from:  # a new node, not the full one launched for these pods before
+            salt += "|displaced:" + ",".join(displaced_from)
         return NodeRequest(
-            id=node_request_id(
-                provisioner,
-                (p.uid for p in planned.pods),
-                attempt,
-                salt="replace:" + ",".join(sorted(round_.exclude)) if round_.exclude else "",
-            ),
+            id=node_request_id(provisioner, (p.uid for p in planned.pods), attempt, salt=salt),
             provisioner=provisioner,
             instance_type_options=tuple(options),
             requirements=planned.requirements,
