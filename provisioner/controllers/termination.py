@@ -17,6 +17,12 @@ controller"):
 Pods whose ``deletionTimestamp`` has passed (stuck terminating: their kubelet is gone) no
 longer hold the drain. It also adds the finalizer to any of our nodes that lacks it (nodes
 that registered themselves), as v0.6.3's "Finalizer" sub-reconciler does.
+
+Once the finalizer is gone the Node is gone, but an informer cache can still hold a copy with
+the finalizer (the watch event has not arrived, or the last write's response is not newer than
+that copy). So the terminate step reads the Node live first, the log line, event and metric
+follow only this reconcile's own successful finalizer removal, and finished nodes are remembered
+by uid so a stale copy is a no-op.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ log = logging.getLogger(__name__)
 #: How often a drain waiting on terminating pods or a do-not-evict pod looks again (seconds).
 POLL_INTERVAL = 1.0
 BLOCKED_INTERVAL = 10.0
+#: How long a finished node's uid is remembered (seconds; far beyond any informer lag).
+FINISHED_MEMORY = 600.0
 
 
 def finalizers(obj: Object) -> list[str]:
@@ -109,9 +117,29 @@ class TerminationController:
         self.evictor = Evictor(ctx.kube, ctx.clock, ctx.events, base=backoff_base, maximum=backoff_max)
         self._blocked_reported: set[tuple[str, str]] = set()
         self._lock = threading.Lock()  # workers reconcile different nodes at once
+        self._finished: dict[str, float] = {}  # uid -> clock time its finalizer was removed here
+
+    def finished(self, node: Object) -> bool:
+        """Whether this controller already terminated ``node`` (by uid): a cached copy is stale."""
+        uid = str(objects.meta(node).get("uid") or "")
+        if not uid:
+            return False
+        with self._lock:
+            return uid in self._finished
+
+    def _remember_finished(self, node: Object) -> None:
+        uid = str(objects.meta(node).get("uid") or "")
+        if not uid:
+            return
+        now = self.ctx.clock.now()
+        with self._lock:
+            self._finished = {u: t for u, t in self._finished.items() if now - t < FINISHED_MEMORY}
+            self._finished[uid] = now
 
     def reconcile(self, node: Object) -> Result:
         if objects.provisioner_of(node) is None and TERMINATION_FINALIZER not in finalizers(node):
+            return Result.done()
+        if self.finished(node):
             return Result.done()
         if not objects.is_deleting(node):
             return self._ensure_finalizer(node)
@@ -164,8 +192,16 @@ class TerminationController:
             return Result.after(POLL_INTERVAL)
         return Result.after(min(POLL_INTERVAL, max(0.0, retry - now)))
 
-    def _terminate(self, node: Object) -> Result:
-        name = objects.name(node)
+    def _terminate(self, cached: Object) -> Result:
+        name = objects.name(cached)
+        # the cache may still hold a Node whose finalizer this controller already removed: only
+        # the live object says whether there is anything left to terminate
+        node = self.ctx.read_live("Node", name)
+        if node is None or objects.meta(node).get("uid") != objects.meta(cached).get("uid"):
+            self._remember_finished(cached)  # gone (a new Node of that name gets its own reconcile)
+            return Result.done()
+        if not objects.is_deleting(node) or TERMINATION_FINALIZER not in finalizers(node):
+            return Result.done()
         provider_id = objects.provider_id(node)
         if provider_id:
             try:
@@ -178,9 +214,11 @@ class TerminationController:
         remaining = [f for f in finalizers(node) if f != TERMINATION_FINALIZER]
         patch = objects.guarded(node, {"metadata": {"finalizers": remaining or None}})
         try:
-            self.ctx.patch("Node", name, patch)  # a stale read ends here in a 409, before the event
+            self.ctx.patch("Node", name, patch)  # changed since the GET: 409, retried, GET again
         except NotFoundError:
-            pass
+            self._remember_finished(node)  # removed by someone else meanwhile: not ours to report
+            return Result.done()
+        self._remember_finished(node)
         self.ctx.events.normal(node, "Terminated", f"Terminated instance {provider_id or '(none)'}; deleted node")
         with self._lock:
             self._blocked_reported = {k for k in self._blocked_reported if k[0] != name}
