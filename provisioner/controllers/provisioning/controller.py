@@ -238,6 +238,12 @@ def _nominated_on(node: Mapping[str, Any]) -> Collection[str]:
     return nom.decode(raw).pods if raw else ()
 
 
+def _disrupted(node: Mapping[str, Any]) -> bool:
+    """Whether the node carries ``karpenter.sh/disrupted`` (expiring or emptied: going away)."""
+    taints = (node.get("spec") or {}).get("taints") or ()
+    return any(isinstance(t, Mapping) and t.get("key") == wk.DISRUPTED_TAINT_KEY for t in taints)
+
+
 def _uid(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
@@ -310,6 +316,9 @@ class ProvisioningController:
         )
         self._unsubscribe: Callable[[], None] | None = None
         self._node_cache: dict[str, tuple[tuple[Any, ...], ClusterNode]] = {}
+        # replacement capacity promised to an expiring node's pods, held until that node is gone:
+        # replacement (or existing) node name -> expiring node name -> summed pod requests
+        self._promised: dict[str, dict[str, Resources]] = {}
 
     # ------------------------------------------------------------------ signals
     def trigger(self, pod_uid: str | None = None) -> None:
@@ -502,7 +511,55 @@ class ProvisioningController:
             raise ReplacementError(
                 f"no replacement capacity for {len(problems)} pod(s) of node {node_name}: {first[0]}: {first[1]}"
             )
+        self._promise(node_name, pods, result)
         return list(result.nodes)
+
+    def _promise(self, node_name: str, pods: Sequence[Object], result: ProvisionResult) -> None:
+        """Hold the room each target node was chosen for until ``node_name`` is gone.
+
+        The old pods stay bound to the expiring node while it drains, and the replacement
+        carries no nominations for them (their ReplicaSet recreates them with new UIDs), so
+        without this the next expiring node's pods would be planned into the same free room.
+        """
+        requests: dict[str, Resources] = {}
+        for pod in pods:
+            try:
+                requests[_uid(pod)] = pod_requests(pod)
+            except (ValueError, TypeError, AttributeError):
+                continue
+        targets: dict[str, tuple[str, ...]] = {n.name: n.pod_uids for n in result.launched}
+        for target, uids in result.placed_existing.items():
+            targets[target] = (*targets.get(target, ()), *uids)
+        with self._lock:
+            for target, uids in targets.items():
+                total = Resources()
+                for uid in uids:
+                    if uid in requests:
+                        total = total + requests[uid]
+                if total:
+                    self._promised.setdefault(target, {})[node_name] = total
+
+    def _reserved(self, nodes: Mapping[str, Object]) -> dict[str, Resources]:
+        """Per target node, the room promised to expiring nodes that still exist (forgets the rest).
+
+        Conservative while a drain runs: a recreated pod already bound to the target counts
+        both as bound and as promised until the expiring node is gone.
+        """
+        reserved: dict[str, Resources] = {}
+        with self._lock:
+            for target in list(self._promised):
+                holders = {old: r for old, r in self._promised[target].items() if old in nodes}
+                if not holders:
+                    del self._promised[target]  # every expiring node it was promised to is gone
+                    continue
+                self._promised[target] = holders
+                if target not in nodes:
+                    continue  # not in this snapshot (yet): kept for the next round
+                total = Resources()
+                for amount in holders.values():
+                    total = total + amount
+                reserved[target] = total
+        return reserved
 
     # ------------------------------------------------------------------ nominations
     def _nodes(self, snapshot: Snapshot) -> dict[str, Object]:
@@ -748,13 +805,16 @@ class ProvisioningController:
         nodes = []
         objects = self._nodes(snapshot)
         cache: dict[str, tuple[tuple[Any, ...], ClusterNode]] = {}
+        reserved = self._reserved(objects)
         for name, node in objects.items():
-            if name in exclude:
-                continue
+            if name in exclude or _disrupted(node):
+                continue  # a disrupted node is going away: nothing is placed on it
             pods = snapshot.pods_on(name)
             meta = node.get("metadata") or {}
             key: tuple[Any, ...] | None = None
-            if wk.NOMINATIONS_ANNOTATION not in (meta.get("annotations") or {}):
+            if name in reserved:
+                key = None  # rebuilt each round while it holds promised room
+            elif wk.NOMINATIONS_ANNOTATION not in (meta.get("annotations") or {}):
                 key = (
                     meta.get("resourceVersion"),
                     tuple(
@@ -770,7 +830,7 @@ class ProvisioningController:
                 cluster_node = cached[1]
             else:
                 try:
-                    cluster_node = node_from_manifest(node, pods, now=now)
+                    cluster_node = node_from_manifest(node, pods, reserved=reserved.get(name, Resources()), now=now)
                 except _RESOURCE_PARSE_ERRORS as exc:
                     log.warning("Ignoring node %s in the solve: %s", name, exc)
                     continue
