@@ -50,7 +50,7 @@ from provisioner.api import labels as wk
 from provisioner.api import nominations as nom
 from provisioner.api.quantity import parse_quantity, parse_resource_list
 from provisioner.api.types import Provisioner
-from provisioner.clock import Clock
+from provisioner.clock import Clock, parse_rfc3339
 from provisioner.cloudprovider.types import (
     CloudProvider,
     CloudProviderError,
@@ -197,6 +197,47 @@ class _Round:
 
 def _format_duration(seconds: float) -> str:
     return f"{seconds:.3g}s" if seconds < 10 else f"{seconds:.1f}s"
+
+
+def _without_ended_nominations(node: Object, snapshot: Snapshot, now: float) -> Object:
+    """``node`` with only the nominations of pods that exist and are not bound anywhere yet.
+
+    The annotation may still name pods that bound (kept :data:`BIND_GRACE_SECONDS` for the
+    extender) or that were deleted since the last prune; the solver must not hold room for them.
+    """
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    raw = annotations.get(wk.NOMINATIONS_ANNOTATION)
+    if raw is None:
+        return node
+    decoded = nom.decode(raw)
+    ended = {uid for uid in decoded.pods if uid in snapshot.bound_pod_uids or uid not in snapshot.pods}
+    live = nom.active(decoded, now, ended)
+    if live == decoded:
+        return node
+    kept = {k: v for k, v in annotations.items() if k != wk.NOMINATIONS_ANNOTATION}
+    if live.pods:
+        kept[wk.NOMINATIONS_ANNOTATION] = nom.encode(live)
+    return {**node, "metadata": {**(node.get("metadata") or {}), "annotations": kept}}
+
+
+#: Seconds a nomination outlives its pod's binding. The extender learns of bindings and of
+#: nomination changes through two different watches (Pods, Nodes); were a nomination pruned the
+#: moment the pod binds, an extender that has seen the pruned annotation but not yet the binding
+#: would count the pod nowhere and offer its room to another pod (seen in the 200-pod e2e burst:
+#: the last pods nominated to a node no longer fitted on it). While both are visible the extender
+#: counts the pod once, as bound (``nominations.active`` drops bound UIDs).
+BIND_GRACE_SECONDS = 30.0
+
+
+def _bound_for(pod: Mapping[str, Any], now: float) -> float:
+    """Seconds since ``pod`` was bound (its PodScheduled=True transition); infinity when unknown."""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            try:
+                return now - parse_rfc3339(str(condition.get("lastTransitionTime")))
+            except ValueError:
+                break
+    return float("inf")
 
 
 def _displaced(node: Mapping[str, Any], nominations: nom.Nominations, bound: Sequence[Object]) -> set[str]:
@@ -634,9 +675,14 @@ class ProvisioningController:
             if raw is None:
                 continue
             decoded = nom.decode(raw)
-            ended = {uid for uid in decoded.pods if uid in snapshot.bound_pod_uids or uid not in present}
+            bound = snapshot.bound_pod_uids
+            ended = {
+                uid for uid in decoded.pods
+                if uid not in present or (uid in bound and _bound_for(snapshot.pods[uid], now) >= BIND_GRACE_SECONDS)
+            }
             current = nom.active(decoded, now, ended)
-            displaced = _displaced(node, current, snapshot.pods_on(name))
+            # the displacement check counts each bound pod once, as bound
+            displaced = _displaced(node, nom.active(current, now, bound), snapshot.pods_on(name))
             if displaced:
                 log.info("Nominated pod(s) %s no longer fit on node %s beside its bound pods; provisioning again",
                          ", ".join(sorted(current.pods[u].pod for u in displaced)), name)
@@ -830,7 +876,10 @@ class ProvisioningController:
                 cluster_node = cached[1]
             else:
                 try:
-                    cluster_node = node_from_manifest(node, pods, reserved=reserved.get(name, Resources()), now=now)
+                    cluster_node = node_from_manifest(
+                        _without_ended_nominations(node, snapshot, self.clock.now()),
+                        pods, reserved=reserved.get(name, Resources()), now=now,
+                    )
                 except _RESOURCE_PARSE_ERRORS as exc:
                     log.warning("Ignoring node %s in the solve: %s", name, exc)
                     continue
