@@ -8,8 +8,7 @@ section 2.1): the answer has the request's ``apiVersion``/``kind`` (``admission.
 base64 of a JSON array with ``patchType: JSONPatch``; a denial's ``status.message`` reaches the
 ``kubectl`` user verbatim after ``admission webhook "<name>" denied the request:``, and its
 ``status.code`` becomes the HTTP code the user's client receives (422 ``Invalid`` for a
-Provisioner that breaks a rule, as kube-apiserver answers for its own validation), with
-``status.details.causes`` (one per violation) that ``kubectl edit`` prints instead of the message.
+Provisioner that breaks a rule, as kube-apiserver answers for its own validation).
 
 A review that is not an AdmissionReview v1 for a Provisioner raises :class:`ReviewError`
 (the app answers HTTP 400); a well-formed review of an undecodable Provisioner is *denied*
@@ -45,7 +44,6 @@ __all__ = [
     "VALIDATING_WEBHOOK_NAME",
     "ReviewError",
     "allowed",
-    "denial_details",
     "denial_message",
     "denied",
     "mutate",
@@ -104,19 +102,14 @@ def allowed(uid: str, *, patch: list[dict[str, Any]] | None = None, warnings: li
 
 
 def denied(
-    uid: str,
-    message: str,
-    *,
-    code: int = 422,
-    reason: str = "Invalid",
-    warnings: list[str] | None = None,
-    details: dict[str, Any] | None = None,
+    uid: str, message: str, *, code: int = 422, reason: str = "Invalid", warnings: list[str] | None = None
 ) -> dict[str, Any]:
-    """A denying AdmissionReview answer: ``status`` carries ``code``, ``reason``, ``message`` and ``details`` if given."""
-    status: dict[str, Any] = {"status": "Failure", "code": code, "reason": reason, "message": message}
-    if details is not None:
-        status["details"] = details
-    response: dict[str, Any] = {"uid": uid, "allowed": False, "status": status}
+    """A denying AdmissionReview answer: ``status`` carries ``code``, ``reason`` and ``message``."""
+    response: dict[str, Any] = {
+        "uid": uid,
+        "allowed": False,
+        "status": {"status": "Failure", "code": code, "reason": reason, "message": message},
+    }
     if warnings:
         response["warnings"] = list(warnings)
     return _review(response)
@@ -133,32 +126,6 @@ def denial_message(errors: Sequence[FieldError]) -> str:
     shown = "; ".join(str(e) for e in errors[:MAX_REPORTED_ERRORS])
     rest = len(errors) - MAX_REPORTED_ERRORS
     return shown if rest <= 0 else f"{shown}; and {rest} more error(s)"
-
-
-#: ``metav1.StatusDetails.kind`` of a Provisioner denial: the resource, as kube-apiserver names it
-#: in its own 422s (``provisioners.karpenter.sh "x" is invalid``).
-DENIAL_KIND = "provisioners"
-
-
-def denial_details(name: str, errors: Sequence[FieldError]) -> dict[str, Any]:
-    """``metav1.StatusDetails`` of a 422 denial: one cause per error shown in the message.
-
-    ``kubectl edit`` prints ``status.details.causes`` (``# * <field>: <message>``) rather than
-    ``status.message``, so without causes it shows only that the object "was not valid". Each
-    cause is ``{"reason", "field", "message"}`` as kube-apiserver's ``field.Error`` becomes a
-    ``StatusCause``: ``FieldValueInvalid`` for a bad value, ``FieldValueRequired`` for a missing
-    field; ``field`` is the error's path and ``message`` the rest of its line, so
-    ``"<field>: <message>"`` is exactly the error as ``status.message`` spells it.
-    """
-    causes = []
-    for error in errors[:MAX_REPORTED_ERRORS]:
-        line, prefix = str(error), f"{error.path}: "
-        causes.append({
-            "reason": "FieldValueInvalid" if error.has_value else "FieldValueRequired",
-            "field": error.path,
-            "message": line[len(prefix):] if line.startswith(prefix) else line,
-        })
-    return {"name": name, "group": API_GROUP, "kind": DENIAL_KIND, "causes": causes}
 
 
 def _review(response: dict[str, Any]) -> dict[str, Any]:
@@ -233,6 +200,6 @@ def validate(review: Any) -> dict[str, Any]:
             return allowed(uid, warnings=[*result.warnings, warning])
         message = denial_message(result.errors)
         log.info("Denied Provisioner %s: %s", name, message)
-        return denied(uid, message, warnings=result.warnings, details=denial_details(name, result.errors))
+        return denied(uid, message, warnings=result.warnings)
 
     return _admit(review, decide)
