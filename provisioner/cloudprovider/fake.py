@@ -33,7 +33,12 @@ from typing import Any
 from provisioner.api import labels as wk
 from provisioner.api.types import Provisioner
 from provisioner.clock import Clock, FakeClock, rfc3339
-from provisioner.cloudprovider.aws.catalog import kube_reserved_cpu_milli
+from provisioner.cloudprovider.aws.catalog import (
+    EVICTION_MEMORY_AVAILABLE_BYTES,
+    SYSTEM_RESERVED_CPU_MILLI,
+    SYSTEM_RESERVED_MEMORY_BYTES,
+    kube_reserved_cpu_milli,
+)
 from provisioner.cloudprovider.offerings import (
     OfferingKey,
     UnavailableOfferings,
@@ -147,8 +152,12 @@ def aws_overhead(cpu_milli: int, memory_bytes: int, eni_pods: int) -> Resources:
     ephemeral-storage: cpu 100m + kube-reserved bands; memory 11 MiB x ``eni_pods`` + 555 MiB.
     """
     del memory_bytes  # the model does not scale with memory
+    kube_reserved_memory = (11 * eni_pods + 255) * MIB
     return Resources(
-        {CPU: 100 + kube_reserved_cpu_milli(cpu_milli), MEMORY: (11 * eni_pods + 255 + 200) * MIB}
+        {
+            CPU: SYSTEM_RESERVED_CPU_MILLI + kube_reserved_cpu_milli(cpu_milli),
+            MEMORY: kube_reserved_memory + SYSTEM_RESERVED_MEMORY_BYTES + EVICTION_MEMORY_AVAILABLE_BYTES,
+        }
     )
 
 
