@@ -22,7 +22,10 @@ def test_demo_replays_the_walkthrough_and_narrates_it(cluster: LocalCluster) -> 
     assert "denied the request: spec.ttlSecondsAfterEmpty" in text
     assert re.search(r"ip-[\w.-]+\s+Ready\s+<none>\s+\S+\s+\S+\s+r6gd\.xlarge\s+arm64\s+on-demand", text), text
     assert "Computed packing of 1 node(s) for 3 pod(s) with instance type option(s) [r6gd.xlarge]" in text
-    assert "Did not evict pod" in text
+    # the drain is narrated; whether the PDB refuses an eviction depends on how fast kwok runs the
+    # replacement pods, so the refusal itself is asserted by test_02's step 3, not here
+    held = re.search(r"was replaced; at least (\d+) inflate pods ran at every poll", text)
+    assert held is not None and int(held.group(1)) >= 2, text
     assert "walkthrough complete" in text
     # events sorted by creation time: scheduler events (events.k8s.io/v1) have no lastTimestamp
     assert "$ kubectl get events --sort-by=.metadata.creationTimestamp" in text
