@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from provisioner.model.resources import ACCELERATORS, EMPTY, Resources
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.pods import Pod
-from provisioner.scheduling.resources import ACCELERATORS, EMPTY, Resources
 
 TypeFilter = Callable[[Pod, InstanceType], bool]
 

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from extender.state import ExtenderState, ProvisionerInfo, build_state
-from provisioner.api import nominations as nom
 from provisioner.clock import rfc3339
-from provisioner.scheduling.requirements import Requirements
-from provisioner.scheduling.resources import Resources
+from provisioner.model import nominations as nom
+from provisioner.model.requirements import Requirements
+from provisioner.model.resources import Resources
 
 NOW = 1_767_225_600.0
 

@@ -28,13 +28,13 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from provisioner.api.labels import PROVISIONER_NAME, TERMINATION_FINALIZER
 from provisioner.clock import FakeClock
 from provisioner.cloudprovider.fake import FakeCloudProvider
 from provisioner.cloudprovider.types import Machine
 from provisioner.controllers.manager import Manager, PodsByNode
 from provisioner.controllers.objects import Context, LogEvents
 from provisioner.kube.fake import FakeKubeAPI, pod_is_healthy
+from provisioner.model.labels import PROVISIONER_NAME, TERMINATION_FINALIZER
 from provisioner.settings import ControllerSettings
 from provisioner.state.cluster import ClusterState
 

@@ -31,10 +31,10 @@ from benchmarks.timing import timed_solve
 from provisioner.api.defaults import default_provisioner
 from provisioner.api.schemas import load_provisioner
 from provisioner.cloudprovider.aws.catalog import instance_types_from_ec2, load_pricing_file
+from provisioner.model.resources import MIB
 from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.pods import pod_from_manifest
-from provisioner.scheduling.resources import MIB
 from provisioner.scheduling.solver import SolverInput, solve_first_fit
 
 REGION = "ap-south-1"

@@ -23,9 +23,9 @@ import sys
 from benchmarks.bounds import ffd_price, lower_bound
 from benchmarks.timing import timed_solve
 from provisioner.api.types import Provisioner, ProvisionerSpec
+from provisioner.model.resources import GIB, MIB, Resources
 from provisioner.scheduling.instancetypes import InstanceType, Offering
 from provisioner.scheduling.pods import pod_from_manifest
-from provisioner.scheduling.resources import GIB, MIB, Resources
 from provisioner.scheduling.solver import SolverInput, solve_first_fit
 
 LABELS = "abcdefg"

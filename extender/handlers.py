@@ -47,8 +47,8 @@ from extender.state import (
     ExtenderState,
     ProvisionerInfo,
 )
+from provisioner.model.resources import CPU, MEMORY
 from provisioner.scheduling.pods import tolerates_all
-from provisioner.scheduling.resources import CPU, MEMORY
 
 log = logging.getLogger("groupless.extender")
 

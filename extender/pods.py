@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner.api import labels as wk
+from provisioner.model import labels as wk
+from provisioner.model.requirements import RequirementError, Requirements
+from provisioner.model.resources import PODS, Resources
 from provisioner.scheduling.pods import Toleration, is_daemonset_pod, pod_requests
-from provisioner.scheduling.requirements import RequirementError, Requirements
-from provisioner.scheduling.resources import PODS, Resources
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,16 +19,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from provisioner.api import labels as wk
-from provisioner.api import nominations as nom
-from provisioner.api.quantity import parse_resource_list
 from provisioner.api.types import Provisioner, Taint
-from provisioner.controllers.objects import timestamp
+from provisioner.clock import timestamp
+from provisioner.model import labels as wk
+from provisioner.model import nominations as nom
+from provisioner.model.quantity import parse_resource_list
+from provisioner.model.requirements import Requirements
+from provisioner.model.resources import CPU, MEMORY, PODS, Resources
+from provisioner.model.resources import EMPTY as EMPTY_RESOURCES
 from provisioner.scheduling.pods import is_terminal, pod_requests
 from provisioner.scheduling.provisioners import provisioner_requirements, provisioner_taints
-from provisioner.scheduling.requirements import Requirements
-from provisioner.scheduling.resources import CPU, MEMORY, PODS, Resources
-from provisioner.scheduling.resources import EMPTY as EMPTY_RESOURCES
 
 if TYPE_CHECKING:
     from provisioner.state import Snapshot

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Clock(Protocol):
@@ -70,3 +70,13 @@ def parse_rfc3339(value: str) -> float:
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
     return datetime.fromisoformat(text).timestamp()
+
+
+def timestamp(value: Any) -> float | None:
+    """Epoch seconds of an RFC3339 string; ``None`` when absent or malformed."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except ValueError:
+        return None

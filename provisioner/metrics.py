@@ -238,7 +238,7 @@ _requests_cache: dict[tuple[str, str], dict[str, int]] = {}
 
 def _quantities(resources: Any) -> dict[str, int]:
     """``{"cpu": "4", "memory": "30310Mi"}`` -> core units; unreadable entries are skipped."""
-    from provisioner.api.quantity import QuantityError, parse_quantity
+    from provisioner.model.quantity import QuantityError, parse_quantity
 
     result: dict[str, int] = {}
     if isinstance(resources, Mapping):
@@ -269,7 +269,7 @@ def update_cluster_gauges(
     and a pod's requests are parsed once per (uid, resourceVersion). Series of objects no
     longer given are removed. Odd objects never raise.
     """
-    from provisioner.api.labels import PROVISIONER_NAME
+    from provisioner.model.labels import PROVISIONER_NAME
     from provisioner.scheduling.pods import is_terminal, pod_requests
 
     seen_requests: dict[tuple[str, str], dict[str, int]] = {}

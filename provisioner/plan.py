@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from provisioner.api.types import Provisioner
+from provisioner.model.resources import Resources
 from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.nodes import ClusterNode, node_from_manifest, resource_list
@@ -44,7 +45,6 @@ from provisioner.scheduling.pods import (
     is_terminal,
     pod_from_manifest,
 )
-from provisioner.scheduling.resources import Resources
 from provisioner.scheduling.solver import Plan, SolverInput, solve
 from provisioner.scheduling.volumes import volume_requirements
 

@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from provisioner.api.defaults import defaulting_patch
-from provisioner.api.labels import API_GROUP, KIND
 from provisioner.api.schemas import describe_value
 from provisioner.api.validation import FieldError, validate_provisioner
+from provisioner.model.labels import API_GROUP, KIND
 
 log = logging.getLogger(__name__)
 

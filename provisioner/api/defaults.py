@@ -24,7 +24,7 @@ from typing import Any
 
 import jsonpatch
 
-from provisioner.api.labels import ARCH, CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, normalize_label_key
+from provisioner.model.labels import ARCH, CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, normalize_label_key
 
 DEFAULT_ARCH = "amd64"
 DEFAULT_AMI_FAMILY = "AL2023"

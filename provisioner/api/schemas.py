@@ -32,8 +32,6 @@ from marshmallow import (
     validates_schema,
 )
 
-from provisioner.api.labels import API_VERSION, KIND
-from provisioner.api.quantity import QuantityError, parse_decimal
 from provisioner.api.types import (
     EBS,
     AWSProvider,
@@ -48,6 +46,8 @@ from provisioner.api.types import (
     ProvisionerStatus,
     Taint,
 )
+from provisioner.model.labels import API_VERSION, KIND
+from provisioner.model.quantity import QuantityError, parse_decimal
 
 __all__ = [
     "MapKey",

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from provisioner.api.labels import PROVISIONER_NAME
-from provisioner.api.quantity import parse_resource_list
+from provisioner.model.labels import PROVISIONER_NAME
+from provisioner.model.quantity import parse_resource_list
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from provisioner.api.labels import (
+from provisioner.api.schemas import (
+    MapKey,
+    ProvisionerDecodeError,
+    describe_value,
+    document_order,
+    error_line,
+    format_path,
+    load_provisioner,
+)
+from provisioner.model.labels import (
     ARCH,
     AWS_INSTANCE_LABELS,
     CAPACITY_TYPE,
@@ -39,17 +48,8 @@ from provisioner.api.labels import (
     is_restricted_domain,
     normalize_label_key,
 )
-from provisioner.api.quantity import QuantityError, parse_decimal
-from provisioner.api.schemas import (
-    MapKey,
-    ProvisionerDecodeError,
-    describe_value,
-    document_order,
-    error_line,
-    format_path,
-    load_provisioner,
-)
-from provisioner.scheduling.requirements import (
+from provisioner.model.quantity import QuantityError, parse_decimal
+from provisioner.model.requirements import (
     DOES_NOT_EXIST,
     EXISTS,
     GT,

@@ -30,10 +30,9 @@ from collections.abc import Iterable, Mapping, MutableSequence, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from provisioner.api import labels as wk
 from provisioner.api.types import Provisioner
 from provisioner.clock import Clock, FakeClock, rfc3339
-from provisioner.cloudprovider.aws.catalog import (
+from provisioner.cloudprovider.kubelet import (
     EVICTION_MEMORY_AVAILABLE_BYTES,
     SYSTEM_RESERVED_CPU_MILLI,
     SYSTEM_RESERVED_MEMORY_BYTES,
@@ -55,8 +54,8 @@ from provisioner.cloudprovider.types import (
     NodeRequest,
     NotFoundError,
 )
-from provisioner.scheduling.instancetypes import InstanceType, Offering
-from provisioner.scheduling.resources import (
+from provisioner.model import labels as wk
+from provisioner.model.resources import (
     AWS_NEURON,
     CPU,
     EPHEMERAL_STORAGE,
@@ -67,6 +66,7 @@ from provisioner.scheduling.resources import (
     PODS,
     Resources,
 )
+from provisioner.scheduling.instancetypes import InstanceType, Offering
 
 DEFAULT_REGION = "ap-south-1"
 DEFAULT_ZONES = ("ap-south-1a", "ap-south-1b", "ap-south-1c")
@@ -75,7 +75,7 @@ FAKE_SPOT_FRACTION = 0.4
 
 
 def _default_price(cpu_milli: int, memory_bytes: int, gpus: int, arch: str) -> float:
-    # Same calibration as catalog.estimate_price: 0.033/vCPU + 0.00375/GiB, arm64 x 0.8, 0.4/GPU.
+    # Same calibration as aws.catalog.estimate_price: 0.033/vCPU + 0.00375/GiB, arm64 x 0.8, 0.4/GPU.
     price = 0.033 * cpu_milli / 1000 + 0.00375 * memory_bytes / GIB
     if arch == "arm64":
         price *= 0.8

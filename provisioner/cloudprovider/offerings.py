@@ -23,10 +23,10 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from provisioner.api import labels as wk
 from provisioner.clock import Clock, RealClock
+from provisioner.model import labels as wk
+from provisioner.model.requirements import Requirements
 from provisioner.scheduling.instancetypes import InstanceType, Offering
-from provisioner.scheduling.requirements import Requirements
 
 #: How long an offering that hit InsufficientInstanceCapacity stays unavailable (seconds).
 UNAVAILABLE_OFFERING_TTL_SECONDS = 180.0

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from provisioner.api.types import Provisioner
+from provisioner.model.requirements import Requirements
 from provisioner.scheduling.instancetypes import InstanceType
-from provisioner.scheduling.requirements import Requirements
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,13 +19,13 @@ import logging
 from typing import Any
 
 from provisioner.api.defaults import default_provisioner
-from provisioner.api.quantity import QuantityError, format_quantity, parse_quantity
 from provisioner.api.schemas import load_provisioner
 from provisioner.clock import parse_rfc3339, rfc3339
 from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
 from provisioner.controllers.result import Result
 from provisioner.kube.api import NotFoundError, Object
+from provisioner.model.quantity import QuantityError, format_quantity, parse_quantity
 
 log = logging.getLogger(__name__)
 

@@ -35,14 +35,18 @@ import logging
 import threading
 from typing import Any
 
-from provisioner.api import nominations
-from provisioner.api.labels import DISRUPTED_TAINT_KEY, EMPTINESS_TIMESTAMP_ANNOTATION, NOMINATIONS_ANNOTATION
-from provisioner.clock import rfc3339
+from provisioner.clock import rfc3339, timestamp
 from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
 from provisioner.controllers.provisioners import get_provisioner, ttl_seconds
 from provisioner.controllers.result import Result
 from provisioner.kube.api import NotFoundError, Object
+from provisioner.model import nominations
+from provisioner.model.labels import (
+    DISRUPTED_TAINT_KEY,
+    EMPTINESS_TIMESTAMP_ANNOTATION,
+    NOMINATIONS_ANNOTATION,
+)
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +99,7 @@ class EmptinessController:
             if nominated.pods and now < nominated.deadline:
                 return Result.after(nominated.deadline - now)
             return Result.done()
-        stamp = objects.timestamp(stamp_raw)
+        stamp = timestamp(stamp_raw)
         if stamp is None or now < stamp + ttl:
             if ours:  # the TTL was raised (or the timestamp removed) after the taint
                 self._withdraw(node, clear_stamp=False, why="ttlSecondsAfterEmpty not reached")

@@ -28,13 +28,13 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from provisioner.api.labels import DISRUPTED_TAINT_KEY, NOT_READY_TAINT_KEY
 from provisioner.clock import rfc3339
 from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
 from provisioner.controllers.provisioners import get_provisioner, ttl_seconds
 from provisioner.controllers.result import Result
 from provisioner.kube.api import Object
+from provisioner.model.labels import DISRUPTED_TAINT_KEY, NOT_READY_TAINT_KEY
 
 log = logging.getLogger(__name__)
 

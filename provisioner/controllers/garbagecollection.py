@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 
+from provisioner.clock import timestamp
 from provisioner.cloudprovider.types import CloudProviderError, Machine
 from provisioner.cloudprovider.types import NotFoundError as CloudNotFound
 from provisioner.controllers import objects
@@ -45,7 +46,7 @@ class GarbageCollector:
         self._first_seen: dict[str, float] = {}
 
     def _launched_at(self, machine: Machine, now: float) -> float:
-        launched = objects.timestamp(machine.launch_time)
+        launched = timestamp(machine.launch_time)
         first_seen = self._first_seen.setdefault(machine.instance_id, now)
         return launched if launched is not None else first_seen
 

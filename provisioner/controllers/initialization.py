@@ -17,12 +17,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from provisioner.api import nominations
-from provisioner.api.labels import NOMINATIONS_ANNOTATION, NOT_READY_TAINT_KEY
 from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
 from provisioner.controllers.result import Result
 from provisioner.kube.api import Object
+from provisioner.model import nominations
+from provisioner.model.labels import NOMINATIONS_ANNOTATION, NOT_READY_TAINT_KEY
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from provisioner.api.labels import DO_NOT_EVICT_ANNOTATION, PROVISIONER_NAME
-from provisioner.clock import Clock, parse_rfc3339
+from provisioner.clock import Clock, timestamp
 from provisioner.cloudprovider.types import CloudProvider
 from provisioner.kube.api import KubeAPI, NotFoundError, Object
+from provisioner.model.labels import DO_NOT_EVICT_ANNOTATION, PROVISIONER_NAME
 from provisioner.scheduling import pods as podspec
 
 log = logging.getLogger(__name__)
@@ -202,16 +202,6 @@ def labels(obj: Object) -> dict[str, str]:
 def annotations_of(obj: Object) -> dict[str, str]:
     value = meta(obj).get("annotations")
     return value if isinstance(value, dict) else {}
-
-
-def timestamp(value: Any) -> float | None:
-    """Epoch seconds of an RFC3339 string; ``None`` when absent or malformed."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return parse_rfc3339(value)
-    except ValueError:
-        return None
 
 
 def created_at(obj: Object) -> float | None:

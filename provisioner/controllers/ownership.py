@@ -22,12 +22,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from provisioner.api.labels import API_VERSION, DISRUPTED_TAINT_KEY, KIND
 from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
 from provisioner.controllers.provisioners import get_provisioner
 from provisioner.controllers.result import Result
 from provisioner.kube.api import Object
+from provisioner.model.labels import API_VERSION, DISRUPTED_TAINT_KEY, KIND
 
 log = logging.getLogger(__name__)
 

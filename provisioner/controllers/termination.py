@@ -31,11 +31,7 @@ import logging
 import threading
 
 from provisioner import metrics
-from provisioner.api.labels import (
-    DISRUPTED_TAINT_KEY,
-    EMPTINESS_TIMESTAMP_ANNOTATION,
-    TERMINATION_FINALIZER,
-)
+from provisioner.clock import timestamp
 from provisioner.cloudprovider.types import CloudProviderError
 from provisioner.cloudprovider.types import NotFoundError as CloudNotFound
 from provisioner.controllers import objects
@@ -43,6 +39,11 @@ from provisioner.controllers.eviction import Evictor
 from provisioner.controllers.objects import Context
 from provisioner.controllers.result import Result
 from provisioner.kube.api import NotFoundError, Object
+from provisioner.model.labels import (
+    DISRUPTED_TAINT_KEY,
+    EMPTINESS_TIMESTAMP_ANNOTATION,
+    TERMINATION_FINALIZER,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def drain_set(pods: list[Object], now: float) -> list[Object]:
             continue
         if objects.is_static_pod(pod) or objects.is_terminal(pod):
             continue
-        deleting = objects.timestamp(objects.meta(pod).get("deletionTimestamp"))
+        deleting = timestamp(objects.meta(pod).get("deletionTimestamp"))
         if deleting is not None and deleting <= now:
             continue
         result.append(pod)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from provisioner.api import labels as wk
-from provisioner.scheduling.requirements import IN, Requirement, Requirements
-from provisioner.scheduling.resources import ACCELERATORS, Resources
+from provisioner.model import labels as wk
+from provisioner.model.requirements import IN, Requirement, Requirements
+from provisioner.model.resources import ACCELERATORS, Resources
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from provisioner.api import labels as wk
-from provisioner.api import nominations
-from provisioner.api.quantity import QuantityError, parse_quantity
 from provisioner.api.types import Taint
+from provisioner.model import labels as wk
+from provisioner.model import nominations
+from provisioner.model.quantity import QuantityError, parse_quantity
+from provisioner.model.resources import EMPTY, PODS, Resources
 from provisioner.scheduling.pods import HostPort, Pod, is_terminal, pod_from_manifest, pod_requests
-from provisioner.scheduling.resources import EMPTY, PODS, Resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ def resource_list(obj: Any, where: str) -> Resources:
 def nominated_requests(node: Mapping[str, Any], bound_uids: set[str], now: datetime | None = None) -> Resources:
     """Requests of the pods nominated to ``node`` that are not bound yet (core units).
 
-    Reads the ``groupless.dev/nominations`` annotation through :mod:`provisioner.api.nominations`
+    Reads the ``groupless.dev/nominations`` annotation through :mod:`provisioner.model.nominations`
     (DESIGN.md contract). With ``now``, nothing is counted once the deadline has passed. A
     malformed annotation counts as no nomination: it must never stop scheduling.
     """

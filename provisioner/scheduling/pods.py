@@ -23,11 +23,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from provisioner.api import labels as wk
-from provisioner.api.quantity import QuantityError, parse_quantity
 from provisioner.api.types import Taint
-from provisioner.scheduling.requirements import RequirementError, Requirements
-from provisioner.scheduling.resources import PODS, Resources
+from provisioner.model import labels as wk
+from provisioner.model.quantity import QuantityError, parse_quantity
+from provisioner.model.requirements import RequirementError, Requirements
+from provisioner.model.resources import PODS, Resources
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"

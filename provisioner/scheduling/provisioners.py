@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from provisioner.api import labels as wk
-from provisioner.api.quantity import QuantityError, parse_quantity
 from provisioner.api.types import Provisioner, Taint
-from provisioner.scheduling.requirements import Requirement, RequirementError, Requirements
-from provisioner.scheduling.resources import Resources
+from provisioner.model import labels as wk
+from provisioner.model.quantity import QuantityError, parse_quantity
+from provisioner.model.requirements import Requirement, RequirementError, Requirements
+from provisioner.model.resources import Resources
 
 
 def provisioner_requirements(p: Provisioner) -> Requirements:

@@ -38,9 +38,17 @@ from dataclasses import dataclass, field
 from operator import add, le, sub
 from typing import Any
 
-from provisioner.api import labels as wk
-from provisioner.api.quantity import format_quantity
 from provisioner.api.types import Provisioner, Taint
+from provisioner.model import labels as wk
+from provisioner.model.quantity import format_quantity
+from provisioner.model.requirements import (
+    DOES_NOT_EXIST,
+    IN,
+    NOT_IN,
+    Requirement,
+    Requirements,
+)
+from provisioner.model.resources import ACCELERATORS, CPU, MEMORY, PODS, Resources
 from provisioner.scheduling.instancetypes import InstanceType, Offering
 from provisioner.scheduling.nodes import ClusterNode
 from provisioner.scheduling.pods import (
@@ -57,14 +65,6 @@ from provisioner.scheduling.provisioners import (
     provisioner_requirements,
     provisioner_taints,
 )
-from provisioner.scheduling.requirements import (
-    DOES_NOT_EXIST,
-    IN,
-    NOT_IN,
-    Requirement,
-    Requirements,
-)
-from provisioner.scheduling.resources import ACCELERATORS, CPU, MEMORY, PODS, Resources
 
 #: Taints a node loses once it is initialised; ignored on in-flight nodes.
 _EPHEMERAL_TAINT_KEYS = frozenset({

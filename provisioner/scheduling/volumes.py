@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from provisioner.scheduling.requirements import IN, Requirement, RequirementError, Requirements
+from provisioner.model.requirements import IN, Requirement, RequirementError, Requirements
 
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 

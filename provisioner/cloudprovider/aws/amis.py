@@ -24,8 +24,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from provisioner.clock import Clock
 from provisioner.cloudprovider.aws.errors import error_code, translate
 from provisioner.cloudprovider.types import ConfigurationError
+from provisioner.model.resources import AWS_NEURON, NVIDIA_GPU
 from provisioner.scheduling.instancetypes import InstanceType
-from provisioner.scheduling.resources import AWS_NEURON, NVIDIA_GPU
 
 AL2023 = "AL2023"
 AL2 = "AL2"

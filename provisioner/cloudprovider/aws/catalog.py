@@ -51,11 +51,18 @@ from importlib import resources as importlib_resources
 from pathlib import Path
 from typing import Any
 
-from provisioner.api import labels as wk
-from provisioner.api.quantity import QuantityError, parse_decimal, parse_quantity
 from provisioner.api.types import KubeletConfiguration
-from provisioner.scheduling.instancetypes import InstanceType, Offering
-from provisioner.scheduling.resources import (
+from provisioner.cloudprovider.kubelet import (
+    EVICTION_MEMORY_AVAILABLE_BYTES,
+    EVICTION_NODEFS_AVAILABLE_FRACTION,
+    KUBE_RESERVED_EPHEMERAL_STORAGE_BYTES,
+    SYSTEM_RESERVED_CPU_MILLI,
+    SYSTEM_RESERVED_MEMORY_BYTES,
+    kube_reserved_cpu_milli,
+)
+from provisioner.model import labels as wk
+from provisioner.model.quantity import QuantityError, parse_decimal, parse_quantity
+from provisioner.model.resources import (
     AMD_GPU,
     AWS_NEURON,
     CPU,
@@ -67,6 +74,7 @@ from provisioner.scheduling.resources import (
     PODS,
     Resources,
 )
+from provisioner.scheduling.instancetypes import InstanceType, Offering
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +84,6 @@ VM_MEMORY_FRACTION = 0.925
 DEFAULT_MAX_PODS = 110
 #: Root (data) volume size when the Provisioner gives no block device mappings (v0.6.3: 20 GiB).
 DEFAULT_EPHEMERAL_STORAGE_BYTES = 20 * GIB
-#: Kubelet defaults this model assumes (seconds/bytes/milli-CPU as named).
-SYSTEM_RESERVED_CPU_MILLI = 100
-SYSTEM_RESERVED_MEMORY_BYTES = 100 * MIB
-EVICTION_MEMORY_AVAILABLE_BYTES = 100 * MIB
-KUBE_RESERVED_EPHEMERAL_STORAGE_BYTES = 1 * GIB
-EVICTION_NODEFS_AVAILABLE_FRACTION = 0.10
 
 #: A spot or on-demand price at or below this (USD per hour) is a placeholder, not a price:
 #: moto answers every DescribeSpotPriceHistory with "0.00001", and no real EC2 offering costs
@@ -92,7 +94,6 @@ PLACEHOLDER_PRICE_USD = 0.0001
 SPOT_ESTIMATE_FRACTION = 0.4
 
 _FAMILY = re.compile(r"^([a-z-]+?)(\d+)")
-_CPU_BANDS = ((0, 1000, 0.06), (1000, 2000, 0.01), (2000, 4000, 0.005), (4000, 1 << 31, 0.0025))
 
 # Labels Karpenter (v0.14+) puts on nodes to describe the shape; pods may select on them.
 LABEL_INSTANCE_CATEGORY = "karpenter.k8s.aws/instance-category"
@@ -125,20 +126,6 @@ def eni_limited_pods(info: Mapping[str, Any]) -> int:
     enis = int(network.get("MaximumNetworkInterfaces", 0))
     ips = int(network.get("Ipv4AddressesPerInterface", 0))
     return enis * max(ips - 1, 0) + 2
-
-
-def kube_reserved_cpu_milli(cpu_milli: int) -> int:
-    """Kube-reserved cpu (milli-CPU): 6% of core 1, 1% of core 2, 0.5% of cores 3-4, 0.25% beyond.
-
-    Each band is truncated to whole milli-CPU (``int64(r*pct)`` in Karpenter v0.6.3), so
-    ``kube_reserved_cpu_milli(4000) == 80`` and ``kube_reserved_cpu_milli(96000) == 310``.
-    """
-    total = 0
-    for start, end, fraction in _CPU_BANDS:
-        if cpu_milli >= start:
-            span = (end - start) if cpu_milli >= end else (cpu_milli - start)
-            total += int(span * fraction)
-    return total
 
 
 def gpus_of(info: Mapping[str, Any]) -> dict[str, int]:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner.api import labels as wk
+from provisioner.model import labels as wk
 
 #: Most overrides one CreateFleet takes across its launch templates (EC2 API reference,
 #: FleetLaunchTemplateConfigRequest: 300 for request/maintain fleets; applied to instant too).

@@ -27,12 +27,12 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from provisioner.api.quantity import parse_quantity
 from provisioner.api.types import AWSProvider, BlockDeviceMapping, MetadataOptions
 from provisioner.clock import Clock
 from provisioner.cloudprovider.aws.amis import BOTTLEROCKET
 from provisioner.cloudprovider.aws.errors import error_code, translate
-from provisioner.scheduling.resources import GIB
+from provisioner.model.quantity import parse_quantity
+from provisioner.model.resources import GIB
 
 LAUNCH_TEMPLATE_PREFIX = "groupless"
 GROUPLESS_CLUSTER_TAG = "groupless.dev/cluster"

@@ -32,7 +32,6 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from provisioner.api import labels as wk
 from provisioner.api.types import AWSProvider, Provisioner
 from provisioner.clock import Clock, RealClock, rfc3339
 from provisioner.cloudprovider.aws import amis
@@ -68,6 +67,7 @@ from provisioner.cloudprovider.types import (
     NotFoundError,
     log_launched,
 )
+from provisioner.model import labels as wk
 from provisioner.scheduling.instancetypes import InstanceType
 
 log = logging.getLogger(__name__)

@@ -46,9 +46,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from provisioner import metrics
-from provisioner.api import labels as wk
-from provisioner.api import nominations as nom
-from provisioner.api.quantity import parse_quantity, parse_resource_list
 from provisioner.api.types import Provisioner
 from provisioner.clock import Clock, parse_rfc3339
 from provisioner.cloudprovider.types import (
@@ -76,12 +73,15 @@ from provisioner.kube.api import (
     WatchEvent,
 )
 from provisioner.kube.events import EventRecorder
+from provisioner.model import labels as wk
+from provisioner.model import nominations as nom
+from provisioner.model.quantity import parse_quantity, parse_resource_list
+from provisioner.model.resources import CPU, MEMORY, PODS, Resources
 from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.nodes import ClusterNode, node_from_manifest
 from provisioner.scheduling.pods import Pod, pod_from_manifest, pod_requests
 from provisioner.scheduling.provisioners import provisioner_limits
-from provisioner.scheduling.resources import CPU, MEMORY, PODS, Resources
 from provisioner.scheduling.solver import Plan, PlannedNode, SolverInput, solve
 from provisioner.scheduling.volumes import volume_requirements
 from provisioner.state.cluster import ClusterState, Snapshot

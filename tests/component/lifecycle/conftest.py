@@ -14,14 +14,6 @@ from typing import Any
 
 import pytest
 
-from provisioner.api.labels import (
-    CAPACITY_TYPE,
-    INSTANCE_TYPE,
-    NOT_READY_TAINT_KEY,
-    PROVISIONER_NAME,
-    TERMINATION_FINALIZER,
-    ZONE,
-)
 from provisioner.clock import FakeClock
 from provisioner.cloudprovider.fake import FakeCloudProvider
 from provisioner.cloudprovider.types import Machine
@@ -29,6 +21,14 @@ from provisioner.controllers.manager import Manager, PodsByNode
 from provisioner.controllers.objects import Context
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.fake import FakeKubeAPI
+from provisioner.model.labels import (
+    CAPACITY_TYPE,
+    INSTANCE_TYPE,
+    NOT_READY_TAINT_KEY,
+    PROVISIONER_NAME,
+    TERMINATION_FINALIZER,
+    ZONE,
+)
 from provisioner.settings import ControllerSettings
 from provisioner.state.cluster import ClusterState
 

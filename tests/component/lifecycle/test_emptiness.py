@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from provisioner.api.labels import EMPTINESS_TIMESTAMP_ANNOTATION, NOT_READY_TAINT_KEY
 from provisioner.clock import rfc3339
 from provisioner.controllers.emptiness import TAINT_SETTLE_SECONDS
+from provisioner.model.labels import EMPTINESS_TIMESTAMP_ANNOTATION, NOT_READY_TAINT_KEY
 
 from .conftest import Cluster
 

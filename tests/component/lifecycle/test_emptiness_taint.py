@@ -13,11 +13,11 @@ import pytest
 
 from extender import handlers
 from extender.state import ProvisionerInfo, build_state
-from provisioner.api.labels import DISRUPTED_TAINT_KEY, EMPTINESS_TIMESTAMP_ANNOTATION
 from provisioner.clock import rfc3339
 from provisioner.controllers.emptiness import TAINT_SETTLE_SECONDS
 from provisioner.controllers.objects import DISRUPTION_REASON_ANNOTATION
 from provisioner.kube.api import ConflictError
+from provisioner.model.labels import DISRUPTED_TAINT_KEY, EMPTINESS_TIMESTAMP_ANNOTATION
 
 from .conftest import Cluster
 

@@ -5,10 +5,10 @@ import logging
 
 import pytest
 
-from provisioner.api.labels import DISRUPTED_TAINT_KEY
 from provisioner.controllers.expiration import REPLACEMENTS_ANNOTATION
 from provisioner.controllers.manager import Manager
 from provisioner.kube.fake import pod_is_healthy
+from provisioner.model.labels import DISRUPTED_TAINT_KEY
 from provisioner.settings import ControllerSettings
 
 from .conftest import Cluster

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from provisioner.api.labels import API_VERSION, KIND
 from provisioner.api.types import Provisioner, ProvisionerSpec
 from provisioner.cloudprovider.types import NodeRequest
-from provisioner.scheduling.requirements import Requirements
+from provisioner.model.labels import API_VERSION, KIND
+from provisioner.model.requirements import Requirements
 
 from .conftest import Cluster
 
@@ -89,8 +89,8 @@ def test_provisioner_deletion_taints_the_node_before_anything_else(cluster: Clus
 
     Without it, a bare pod bound between the decision and the cordon was evicted at once and lost.
     """
-    from provisioner.api.labels import DISRUPTED_TAINT_KEY
     from provisioner.controllers.termination import termination_reason
+    from provisioner.model.labels import DISRUPTED_TAINT_KEY
 
     cluster.provisioner("default")
     name = cluster.node("default")["metadata"]["name"]
@@ -113,7 +113,7 @@ def test_provisioner_deletion_taints_the_node_before_anything_else(cluster: Clus
 
 
 def test_expiration_does_not_lift_the_taint_of_a_deleted_provisioner(cluster: Cluster) -> None:
-    from provisioner.api.labels import DISRUPTED_TAINT_KEY
+    from provisioner.model.labels import DISRUPTED_TAINT_KEY
 
     cluster.provisioner("default")
     node = cluster.node("default")

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from provisioner.api import nominations
-from provisioner.api.labels import NOMINATIONS_ANNOTATION, NOT_READY_TAINT_KEY
 from provisioner.clock import rfc3339
+from provisioner.model import nominations
+from provisioner.model.labels import NOMINATIONS_ANNOTATION, NOT_READY_TAINT_KEY
 
 from .conftest import Cluster
 

@@ -7,13 +7,13 @@ import threading
 import time
 import urllib.request
 
-from provisioner.api.labels import PROVISIONER_NAME, TERMINATION_FINALIZER
 from provisioner.cloudprovider.fake import FakeCloudProvider
 from provisioner.cloudprovider.types import Machine
 from provisioner.controllers.cli import ControllerProcess
 from provisioner.controllers.leaderelection import lease_holder
 from provisioner.kube.api import NotFoundError
 from provisioner.kube.fake import FakeKubeAPI
+from provisioner.model.labels import PROVISIONER_NAME, TERMINATION_FINALIZER
 from provisioner.settings import from_mapping
 
 

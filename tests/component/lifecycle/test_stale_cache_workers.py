@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from provisioner.api.labels import PROVISIONER_NAME, TERMINATION_FINALIZER
 from provisioner.clock import RealClock
 from provisioner.cloudprovider.fake import FakeCloudProvider
 from provisioner.cloudprovider.types import Machine
@@ -27,6 +26,7 @@ from provisioner.controllers.manager import Manager, PodsByNode
 from provisioner.controllers.objects import Context
 from provisioner.controllers.workqueue import WorkQueue
 from provisioner.kube.fake import FakeKubeAPI
+from provisioner.model.labels import PROVISIONER_NAME, TERMINATION_FINALIZER
 from provisioner.state.cluster import ClusterState
 
 NODES = 3

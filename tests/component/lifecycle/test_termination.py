@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from provisioner.api.labels import TERMINATION_FINALIZER
+from provisioner.model.labels import TERMINATION_FINALIZER
 
 from .conftest import Cluster
 

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from provisioner.api.labels import PROVISIONER_NAME, TERMINATION_FINALIZER
 from provisioner.clock import FakeClock
 from provisioner.cloudprovider.fake import FakeCloudProvider
 from provisioner.cloudprovider.types import Machine
@@ -27,6 +26,7 @@ from provisioner.controllers.objects import Context
 from provisioner.kube.api import NotFoundError, WatchEvent
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.fake import FakeKubeAPI
+from provisioner.model.labels import PROVISIONER_NAME, TERMINATION_FINALIZER
 from provisioner.state.cluster import ClusterState
 
 NODES = 3

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from provisioner.api.labels import DISRUPTED_TAINT_KEY
 from provisioner.controllers.cli import provisioning_replacer
 from provisioner.controllers.provisioning.controller import ProvisioningController
 from provisioner.kube.fake import pod_is_healthy
+from provisioner.model.labels import DISRUPTED_TAINT_KEY
 from provisioner.state.cluster import ClusterState
 
 from .conftest import Cluster

@@ -5,13 +5,13 @@ from pathlib import Path
 
 import yaml
 
-from provisioner.api import labels as wk
 from provisioner.clock import FakeClock
 from provisioner.cloudprovider.fake import FakeCloudProvider, make_instance_type
 from provisioner.controllers.provisioning import ProvisioningController, ProvisioningSettings
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.fake import FakeKubeAPI
-from provisioner.scheduling.resources import MIB
+from provisioner.model import labels as wk
+from provisioner.model.resources import MIB
 from provisioner.state import ClusterState
 
 #: Copies of shared/walkthrough/01-provisioner.yaml and 02-inflate-deployment.yaml (CI has no shared/).

@@ -2,7 +2,7 @@
 
 import copy
 
-from provisioner.api import labels as wk
+from provisioner.model import labels as wk
 
 from .harness import Cluster, walkthrough
 

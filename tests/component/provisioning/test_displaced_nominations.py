@@ -7,7 +7,7 @@ nominated) for a 1-cpu/2Gi pod, the pod then fitted nowhere, and while its nomin
 
 import json
 
-from provisioner.api import labels as wk
+from provisioner.model import labels as wk
 
 from .harness import Cluster
 

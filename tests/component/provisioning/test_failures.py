@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import LaunchError
 from provisioner.controllers.provisioning import ProvisioningSettings, ReplacementError
 from provisioner.kube.api import ApiError
+from provisioner.model import labels as wk
 
 from .harness import Cluster, catalog, walkthrough
 

@@ -10,7 +10,7 @@ block on an Event, and the cache catches up right after the second round's snaps
 import json
 import threading
 
-from provisioner.api import labels as wk
+from provisioner.model import labels as wk
 
 from .harness import Cluster
 

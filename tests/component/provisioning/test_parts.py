@@ -162,9 +162,9 @@ def test_run_loop_launches_from_watch_events_and_triggers():
 
 def test_full_nodes_are_left_out_unless_a_pod_counts_other_pods():
     from provisioner.controllers.provisioning.controller import ProvisioningController
+    from provisioner.model.resources import Resources
     from provisioner.scheduling.nodes import ClusterNode
     from provisioner.scheduling.pods import pod_from_manifest
-    from provisioner.scheduling.resources import Resources
 
     full = ClusterNode(
         "full",

@@ -1,9 +1,9 @@
 import json
 import logging
 
-from provisioner.api import labels as wk
 from provisioner.clock import parse_rfc3339
 from provisioner.controllers.provisioning.controller import BIND_GRACE_SECONDS
+from provisioner.model import labels as wk
 
 
 def test_three_inflate_pods_launch_one_node(cluster, caplog):

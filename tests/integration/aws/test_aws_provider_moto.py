@@ -10,8 +10,8 @@ import yaml
 from provisioner.api.types import KubeletConfiguration, Provisioner, ProvisionerSpec
 from provisioner.cloudprovider.aws.provider import AWSCloudProvider
 from provisioner.cloudprovider.types import CloudProvider, ConfigurationError, NodeRequest, NotFoundError
-from provisioner.scheduling.requirements import Requirements
-from provisioner.scheduling.resources import GIB, MIB
+from provisioner.model.requirements import Requirements
+from provisioner.model.resources import GIB, MIB
 
 WALKTHROUGH = {
     "node.kubernetes.io/instance-type": "r6gd.xlarge",

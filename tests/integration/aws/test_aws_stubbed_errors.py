@@ -22,7 +22,7 @@ from provisioner.cloudprovider.aws.pricing import PricingProvider, get_products_
 from provisioner.cloudprovider.aws.provider import AWSCloudProvider
 from provisioner.cloudprovider.fake import make_instance_type
 from provisioner.cloudprovider.types import InsufficientCapacityError, LaunchError, NodeRequest
-from provisioner.scheduling.requirements import Requirements
+from provisioner.model.requirements import Requirements
 
 ZONES = ("ap-south-1a", "ap-south-1b")
 SUBNETS = {"ap-south-1a": "subnet-0aaaaaaaaaaaaaaaa", "ap-south-1b": "subnet-0bbbbbbbbbbbbbbbb"}

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from provisioner.api import nominations as nom
-from provisioner.api.nominations import NominatedPod, Nominations, NominationsError
-from provisioner.scheduling.resources import GIB, Resources
+from provisioner.model import nominations as nom
+from provisioner.model.nominations import NominatedPod, Nominations, NominationsError
+from provisioner.model.resources import GIB, Resources
 
 DEADLINE = 1_767_225_900.0  # 2026-01-01T00:05:00Z
 

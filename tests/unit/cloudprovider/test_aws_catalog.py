@@ -11,11 +11,11 @@ from provisioner.cloudprovider.aws.catalog import (
     PricingFileError,
     estimate_price,
     instance_types_from_ec2,
-    kube_reserved_cpu_milli,
     load_pricing_file,
     static_price_book,
 )
-from provisioner.scheduling.resources import GIB, MIB
+from provisioner.cloudprovider.kubelet import kube_reserved_cpu_milli
+from provisioner.model.resources import GIB, MIB
 
 R6GD_XLARGE = {
     "InstanceType": "r6gd.xlarge",

@@ -1,9 +1,9 @@
-"""The well-known AWS instance-type labels in provisioner.api.labels are exactly the ones the catalog emits."""
+"""The well-known AWS instance-type labels in provisioner.model.labels are exactly the ones the catalog emits."""
 
 from __future__ import annotations
 
-from provisioner.api.labels import AWS_INSTANCE_LABELS
 from provisioner.cloudprovider.aws import catalog
+from provisioner.model.labels import AWS_INSTANCE_LABELS
 
 RICH = {
     "InstanceType": "g5.2xlarge",

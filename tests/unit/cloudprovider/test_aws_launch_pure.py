@@ -23,7 +23,7 @@ from provisioner.cloudprovider.aws.provider import parse_provider_id, selector_f
 from provisioner.cloudprovider.aws.userdata import make_bootstrap, user_data
 from provisioner.cloudprovider.fake import make_instance_type
 from provisioner.cloudprovider.types import ConfigurationError, LaunchError, NotFoundError
-from provisioner.scheduling.resources import GIB
+from provisioner.model.resources import GIB
 
 
 @pytest.mark.parametrize(

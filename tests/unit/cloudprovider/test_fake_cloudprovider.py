@@ -14,8 +14,8 @@ from provisioner.cloudprovider.types import (
     NodeRequest,
     NotFoundError,
 )
-from provisioner.scheduling.requirements import Requirements
-from provisioner.scheduling.resources import GIB, MIB
+from provisioner.model.requirements import Requirements
+from provisioner.model.resources import GIB, MIB
 
 PROVISIONER = Provisioner(
     name="default",

@@ -9,8 +9,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from provisioner.api.labels import DISRUPTED_TAINT_KEY, EMPTINESS_TIMESTAMP_ANNOTATION
 from provisioner.controllers import objects, termination
+from provisioner.model.labels import DISRUPTED_TAINT_KEY, EMPTINESS_TIMESTAMP_ANNOTATION
 
 METRICS_DOC = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"
 

@@ -13,7 +13,7 @@ from marshmallow import Schema
 from extender import handlers as extender_handlers
 from provisioner import metrics
 from provisioner.api import defaults, schemas, types, validation
-from provisioner.scheduling.requirements import OPERATORS
+from provisioner.model.requirements import OPERATORS
 
 REPO = Path(__file__).resolve().parents[3]
 DOCS = REPO / "docs"

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from extender.state import ProvisionerInfo, SnapshotAdapter, build_state, node_info
-from provisioner.scheduling.resources import Resources
+from provisioner.model.resources import Resources
 from provisioner.state import Snapshot
 from tests.fixtures.extender import cluster, now, state
 from tests.fixtures.extender.build_fixtures import N1, N2, N6, N7, N8, NOMINATED

@@ -34,7 +34,7 @@ from provisioner.controllers.provisioning import ProvisioningController, Provisi
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.logging import configure_logging
-from provisioner.scheduling.resources import MIB
+from provisioner.model.resources import MIB
 from provisioner.state import ClusterState
 from webhook.app import create_app as webhook_app
 

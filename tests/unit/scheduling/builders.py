@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from provisioner.api.types import Limits, NodeSelectorRequirement, Provisioner, ProvisionerSpec, Taint
+from provisioner.model.resources import MIB, Resources
 from provisioner.scheduling.instancetypes import InstanceType, Offering
 from provisioner.scheduling.pods import pod_from_manifest
-from provisioner.scheduling.resources import MIB, Resources
 
 ZONES = ("ap-south-1a", "ap-south-1b", "ap-south-1c")
 

@@ -1,6 +1,7 @@
 import pytest
 
 from provisioner.api.types import Taint
+from provisioner.model.resources import MIB
 from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.nodes import node_from_manifest
 from provisioner.scheduling.pods import (
@@ -12,7 +13,6 @@ from provisioner.scheduling.pods import (
     pod_requests,
     tolerates_all,
 )
-from provisioner.scheduling.resources import MIB
 from tests.unit.scheduling.builders import manifest
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from provisioner.scheduling.requirements import Requirement, RequirementError, Requirements
+from provisioner.model.requirements import Requirement, RequirementError, Requirements
 
 ZONE = "topology.kubernetes.io/zone"
 

@@ -108,7 +108,7 @@ def test_limits_hold_under_a_burst():
     assert len(plan.unschedulable) == 14
     assert "would exceed limits of provisioner default (cpu: 8 in use or planned of 8; the smallest instance type that fits the pod adds cpu: 4)" in plan.unschedulable[0].reason
     # capacity already counted against the limit (existing and in-flight nodes) leaves room for one node
-    from provisioner.scheduling.resources import Resources
+    from provisioner.model.resources import Resources
 
     plan = run(burst, [prov], types=[m5], provisioner_usage={"default": Resources({"cpu": 4000})})
     assert len(plan.new_nodes) == 1 and len(plan.unschedulable) == 17
@@ -183,8 +183,8 @@ def test_zone_spread_gives_one_node_per_zone():
 
 
 def test_zone_spread_counts_existing_pods_and_limits_domains_to_what_can_launch():
+    from provisioner.model.resources import Resources
     from provisioner.scheduling.nodes import ClusterNode
-    from provisioner.scheduling.resources import Resources
 
     running = pod("old", labels={"app": "web"})
     existing = ClusterNode(name="n1", labels={"topology.kubernetes.io/zone": "ap-south-1a"},
@@ -207,8 +207,8 @@ def test_zone_spread_counts_existing_pods_and_limits_domains_to_what_can_launch(
 
 def test_hard_spread_that_cannot_be_met_is_reported():
     prov = provisioner(requirements=(("topology.kubernetes.io/zone", "In", ("ap-south-1a",)),) + AMD64_OD)
+    from provisioner.model.resources import Resources
     from provisioner.scheduling.nodes import ClusterNode
-    from provisioner.scheduling.resources import Resources
 
     # zone 1b exists (a running node) but is full; 1a may only get one more web pod
     other = ClusterNode(name="n1", labels={"topology.kubernetes.io/zone": "ap-south-1b"},
@@ -236,8 +236,8 @@ def anti(app="web", key="kubernetes.io/hostname"):
 
 
 def test_hostname_anti_affinity_gives_a_node_each_and_respects_running_pods():
+    from provisioner.model.resources import Resources
     from provisioner.scheduling.nodes import ClusterNode
-    from provisioner.scheduling.resources import Resources
 
     pods = [pod(f"w{i}", labels={"app": "web"}, spec=anti()) for i in range(3)]
     assert len(run(pods, [provisioner(requirements=AMD64_OD)]).new_nodes) == 3
@@ -253,8 +253,8 @@ def test_hostname_anti_affinity_gives_a_node_each_and_respects_running_pods():
 
 
 def test_zone_pod_affinity_follows_the_running_pod():
+    from provisioner.model.resources import Resources
     from provisioner.scheduling.nodes import ClusterNode
-    from provisioner.scheduling.resources import Resources
 
     db = pod("db", labels={"app": "db"})
     full = ClusterNode(name="n1", labels={"topology.kubernetes.io/zone": "ap-south-1b"},
@@ -321,8 +321,8 @@ def test_gpu_types_only_for_gpu_pods():
 
 
 def test_existing_and_in_flight_nodes_are_used_first():
+    from provisioner.model.resources import Resources
     from provisioner.scheduling.nodes import ClusterNode
-    from provisioner.scheduling.resources import Resources
 
     alloc = Resources({"cpu": 3820, "memory": 29217 * 2**20, "pods": 58})
     ready = ClusterNode(name="ready", labels={}, allocatable=alloc, requested=Resources({"cpu": 2820, "pods": 1}))
@@ -386,8 +386,8 @@ def test_preferred_anti_affinity_is_held_then_relaxed():
 
 def test_in_flight_node_taints_that_go_away_do_not_cause_a_second_launch():
     from provisioner.api.types import Taint
+    from provisioner.model.resources import Resources
     from provisioner.scheduling.nodes import ClusterNode
-    from provisioner.scheduling.resources import Resources
 
     prov = provisioner(requirements=AMD64_OD, startup_taints=[("cni.example/agent", "NoSchedule", "")])
     launching = ClusterNode(

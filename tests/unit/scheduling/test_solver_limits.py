@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from provisioner.api.quantity import parse_quantity
+from provisioner.model.quantity import parse_quantity
 from provisioner.scheduling import solver as solver_module
 from provisioner.scheduling.solver import Plan, SolverInput, solve
 from tests.unit.scheduling.builders import catalog, instance_type, pod, provisioner

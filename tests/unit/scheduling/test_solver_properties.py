@@ -3,8 +3,8 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from provisioner.model.resources import Resources
 from provisioner.scheduling.nodes import ClusterNode
-from provisioner.scheduling.resources import Resources
 from provisioner.scheduling.solver import SolverInput, solve
 from tests.unit.scheduling.builders import catalog, pod, provisioner
 

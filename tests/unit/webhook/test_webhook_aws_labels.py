@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from admission_fixtures import review, valid
 
-from provisioner.api.labels import AWS_INSTANCE_LABELS
+from provisioner.model.labels import AWS_INSTANCE_LABELS
 
 UID = "705ab4f5-6393-11e8-b7cc-42010a800002"
 

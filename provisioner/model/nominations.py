@@ -6,7 +6,7 @@ it was launched for would stay Pending and cause yet another launch. Karpenter s
 in-process (its scheduler "nominates" the node); Groupless runs the scheduler-facing part in an
 extender that may live in another process, so the reservation travels on the Node itself:
 
-annotation ``groupless.dev/nominations`` (:data:`provisioner.api.labels.NOMINATIONS_ANNOTATION`)::
+annotation ``groupless.dev/nominations`` (:data:`provisioner.model.labels.NOMINATIONS_ANNOTATION`)::
 
     {"deadline": "2026-01-01T00:05:00Z",
      "pods": {"<pod uid>": {"pod": "<namespace>/<name>",
@@ -32,8 +32,8 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from provisioner.api.quantity import QuantityError, parse_quantity
-from provisioner.scheduling.resources import Resources
+from provisioner.model.quantity import QuantityError, parse_quantity
+from provisioner.model.resources import Resources
 
 
 class NominationsError(ValueError):

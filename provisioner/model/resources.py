@@ -1,7 +1,7 @@
 """Resource lists of the pure core: integers in fixed units, immutable, cheap to combine.
 
 Kubernetes quantities (``250m``, ``1Gi``, ``1.5``) are parsed once, at the edge, by
-:func:`provisioner.api.quantity.parse_quantity`; inside the core every amount is an ``int``:
+:func:`provisioner.model.quantity.parse_quantity`; inside the core every amount is an ``int``:
 
 - ``cpu`` in milli-CPU (``1`` core = ``1000``),
 - ``memory``, ``ephemeral-storage`` and ``hugepages-*`` in bytes,

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner.api.labels import normalize_label_key
+from provisioner.model.labels import normalize_label_key
 
 IN = "In"
 NOT_IN = "NotIn"
