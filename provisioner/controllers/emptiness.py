@@ -26,7 +26,11 @@ taint is never lifted here.
 
 Terminating pods still count as occupants (they have not left), and so do pods the node is
 nominated for (``groupless.dev/nominations`` still active): a node launched for pods that are
-about to be bound is not empty.
+about to be bound is not empty. Nor is a replacement while the node it replaces exists
+(:mod:`provisioner.model.replacements`): its pods are still on the old node, held back by a
+PodDisruptionBudget or by slow start-up, and retiring it would send them Pending and launch
+another node for the same disruption. It carries a ``Replacing`` event naming that node while it
+waits.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from provisioner.controllers.objects import Context
 from provisioner.controllers.provisioners import get_provisioner, ttl_seconds
 from provisioner.controllers.result import Result
 from provisioner.kube.api import NotFoundError, Object
-from provisioner.model import nominations
+from provisioner.model import nominations, replacements
 from provisioner.model.labels import (
     DISRUPTED_TAINT_KEY,
     EMPTINESS_TIMESTAMP_ANNOTATION,
@@ -90,6 +94,8 @@ class EmptinessController:
         now = self.ctx.clock.now()
         nominated = nominations.decode(objects.annotations_of(node).get(NOMINATIONS_ANNOTATION))
         empty = is_empty(self.ctx.pods(name)) and not (nominated.pods and now < nominated.deadline)
+        if empty and self._waits_for_replaced(node):
+            empty = False
         if not empty:
             if ours:
                 self._withdraw(node, clear_stamp=True, why="a pod arrived, the node is not empty")
@@ -119,6 +125,19 @@ class EmptinessController:
         self.ctx.delete_node(name)
         self._forget(name)
         return Result.done()
+
+    def _waits_for_replaced(self, node: Object) -> bool:
+        """Whether ``node`` replaces a node that still exists; if so, says so in a ``Replacing`` event.
+
+        The manager wakes this controller for the replacements of a node when that node changes
+        or goes, so the wait ends as soon as the replaced node is deleted.
+        """
+        replaced = replacements.replaces(objects.name(node), self.ctx.nodes())
+        if not replaced:
+            return False
+        self.ctx.events.normal(node, "Replacing",
+                               f"Replacement for node(s) {', '.join(replaced)}: not empty while they drain")
+        return True
 
     def _taint(self, node: Object, ttl: int, since: str) -> Result:
         """First write of the decision: the disrupted taint and its reason, guarded by resourceVersion."""

@@ -14,6 +14,11 @@ three restart-safe steps whose state lives on the Node, not in memory:
    termination finalizer drains it through the Eviction API. With no replacement needed, the
    Node is deleted at once. A replacement that vanished (failed to become ready) clears the
    record, so step 2 runs again.
+4. while the Node drains (deleting), its replacements are watched still: one that is lost
+   (terminated out of band, deleted for not registering) is replaced again for the pods still on
+   the draining node, so the pods that a PodDisruptionBudget holds back keep a place to go.
+   Replacements are never retired as empty while the node they replace exists
+   (:mod:`provisioner.model.replacements`, read by emptiness).
 
 A Provisioner without ``ttlSecondsUntilExpired`` never expires its nodes; removing (or raising)
 the TTL before the node is deleted takes the taint and the record off again, unless the taint
@@ -23,7 +28,6 @@ carries the annotation ``groupless.dev/disruption-reason``: then another control
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from typing import Protocol
@@ -34,11 +38,12 @@ from provisioner.controllers.objects import Context
 from provisioner.controllers.provisioners import get_provisioner, ttl_seconds
 from provisioner.controllers.result import Result
 from provisioner.kube.api import Object
+from provisioner.model import replacements
 from provisioner.model.labels import DISRUPTED_TAINT_KEY, NOT_READY_TAINT_KEY
+from provisioner.model.replacements import REPLACEMENTS_ANNOTATION
 
 log = logging.getLogger(__name__)
 
-REPLACEMENTS_ANNOTATION = "groupless.dev/replacements"
 DISRUPTED_TAINT = {"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 #: How often to look at replacements that are not Ready yet (seconds).
 POLL_INTERVAL = 5.0
@@ -56,20 +61,6 @@ class Replacer(Protocol):
     def __call__(self, pods: Sequence[Object], node_name: str) -> list[str]: ...
 
 
-def replacements(node: Object) -> list[str] | None:
-    """The recorded replacement node names, ``None`` when none are recorded (or unreadable)."""
-    raw = objects.annotations_of(node).get(REPLACEMENTS_ANNOTATION)
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        return None
-    return list(value)
-
-
 class ExpirationController:
     """``reconcile(node) -> Result``; one write (patch or delete) at most per call."""
 
@@ -80,8 +71,10 @@ class ExpirationController:
         self.replacer = replacer
 
     def reconcile(self, node: Object) -> Result:
-        if objects.provisioner_of(node) is None or objects.is_deleting(node):
+        if objects.provisioner_of(node) is None:
             return Result.done()
+        if objects.is_deleting(node):
+            return self._watch_replacements(node)
         ttl = ttl_seconds(get_provisioner(self.ctx, node), "ttlSecondsUntilExpired")
         created = objects.created_at(node)
         if ttl is None or created is None:
@@ -98,28 +91,84 @@ class ExpirationController:
             log.info("Triggering termination for expired node %s after %ds (created %s)", name, ttl, rfc3339(created))
             self.ctx.events.normal(node, "Expired", f"Node expired after ttlSecondsUntilExpired={ttl}s; replacing")
             return Result.now()
-        recorded = replacements(node)
+        recorded = replacements.recorded(node)
         if recorded is None:
             return self._replace(node)
+        if self._lost(name, recorded):
+            self._record(name, None)
+            return Result.now()
         waiting = []
         for replacement in recorded:
             other = self.ctx.read("Node", replacement) or self.ctx.read_live("Node", replacement)
-            if other is None:
-                log.info("Replacement node %s of expired node %s is gone; replacing again", replacement, name)
-                self._record(name, None)
-                return Result.now()
-            if objects.is_deleting(other):
-                self._record(name, None)
-                return Result.now()
-            if not objects.is_ready(other) or objects.has_taint(other, NOT_READY_TAINT_KEY):
+            if other is None or not objects.is_ready(other) or objects.has_taint(other, NOT_READY_TAINT_KEY):
                 waiting.append(replacement)
         if waiting:
             return Result.after(POLL_INTERVAL)
         return self._delete(node, f"replacement(s) {', '.join(recorded)} Ready")
 
+    def _lost(self, name: str, recorded: Sequence[str]) -> list[str]:
+        """The recorded replacements of node ``name`` that are gone or being deleted (live GET confirms a cache miss)."""
+        lost = []
+        for replacement in recorded:
+            other = self.ctx.read("Node", replacement) or self.ctx.read_live("Node", replacement)
+            if other is None or objects.is_deleting(other):
+                log.info("Replacement node %s of expired node %s is %s; replacing again", replacement, name,
+                         "gone" if other is None else "being deleted")
+                lost.append(replacement)
+        return lost
+
+    def _watch_replacements(self, node: Object) -> Result:
+        """A draining node whose replacement is lost gets a new one for the pods still on it.
+
+        Only nodes this controller replaced carry a record; nodes deleted for other reasons
+        (emptiness, a deleted Provisioner, a user) are left to the drain and the provisioning
+        controller.
+        """
+        recorded = replacements.recorded(node)
+        if not recorded:
+            return Result.done()
+        name = objects.name(node)
+        lost = self._lost(name, recorded)
+        if not lost:
+            return Result.after(POLL_INTERVAL)
+        pods = objects.reschedulable(self.ctx.pods(name))
+        kept = [r for r in recorded if r not in lost]
+        if not pods:
+            self._record(name, replacements.encode(kept) if kept else None)
+            return Result.after(POLL_INTERVAL) if kept else Result.done()
+        launched, failed = self._launch(node, pods)
+        if failed is not None:
+            return failed
+        self._record(name, replacements.encode([*kept, *launched]) if kept or launched else None)
+        return Result.after(POLL_INTERVAL)
+
+    def _launch(self, node: Object, pods: list[Object]) -> tuple[list[str], Result | None]:
+        """Ask the replacer for capacity for ``pods`` anywhere but ``node``; events say what came of it.
+
+        Returns the launched node names (empty when the pods fit on existing capacity), and a
+        retry Result when the launch failed (logged, Warning event ``ReplacementFailed``).
+        """
+        name = objects.name(node)
+        launched: list[str] = []
+        if pods and self.replacer is not None:
+            try:
+                launched = self.replacer(pods, name)
+            except Exception as error:  # capacity, limits, API errors: retry, keep the node meanwhile
+                log.error("Failed to launch replacement capacity for expired node %s: %s", name, error)
+                self.ctx.events.warning(node, "ReplacementFailed", f"Could not launch replacement capacity: {error}")
+                return [], Result.after(RETRY_INTERVAL)
+        if launched:
+            message = f"Launched replacement node(s) {', '.join(launched)} for {len(pods)} pod(s)"
+            self.ctx.events.normal(node, "Replacing", message)
+            for pod in pods:  # the owners of the pods see why their pods are about to move
+                self.ctx.events.normal(pod, "Replacing",
+                                       f"Node {name} expired; replacement capacity: {', '.join(launched)}")
+            log.info("Replacing expired node %s: %s", name, message)
+        return launched, None
+
     def _cancel(self, node: Object) -> Result:
         """The TTL was removed or raised before the node went: take our marks off it (one patch)."""
-        if not objects.has_taint(node, DISRUPTED_TAINT_KEY) and replacements(node) is None:
+        if not objects.has_taint(node, DISRUPTED_TAINT_KEY) and replacements.recorded(node) is None:
             return Result.done()
         if objects.disruption_reason(node) is not None:
             return Result.done()  # another controller's taint (Provisioner deleted, emptiness): not ours to lift
@@ -134,24 +183,13 @@ class ExpirationController:
         return Result.done()
 
     def _replace(self, node: Object) -> Result:
-        name = objects.name(node)
-        pods = objects.reschedulable(self.ctx.pods(name))
-        launched: list[str] = []
-        if pods and self.replacer is not None:
-            try:
-                launched = self.replacer(pods, name)
-            except Exception as error:  # capacity, limits, API errors: retry, keep the node meanwhile
-                log.error("Failed to launch replacement capacity for expired node %s: %s", name, error)
-                self.ctx.events.warning(node, "ReplacementFailed", f"Could not launch replacement capacity: {error}")
-                return Result.after(RETRY_INTERVAL)
+        pods = objects.reschedulable(self.ctx.pods(objects.name(node)))
+        launched, failed = self._launch(node, pods)
+        if failed is not None:
+            return failed
         if not launched:
             return self._delete(node, f"its {len(pods)} pod(s) fit on existing capacity")
-        message = f"Launched replacement node(s) {', '.join(launched)} for {len(pods)} pod(s)"
-        self.ctx.events.normal(node, "Replacing", message)
-        for pod in pods:  # the owners of the pods see why their pods are about to move
-            self.ctx.events.normal(pod, "Replacing", f"Node {name} expired; replacement capacity: {', '.join(launched)}")
-        log.info("Replacing expired node %s: %s", name, message)
-        self._record(name, json.dumps(sorted(launched)))
+        self._record(objects.name(node), replacements.encode(launched))
         return Result.after(POLL_INTERVAL)
 
     def _record(self, name: str, value: str | None) -> None:

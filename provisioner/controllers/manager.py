@@ -39,6 +39,7 @@ from provisioner.kube.api import (
     Object,
     WatchEvent,
 )
+from provisioner.model import replacements
 from provisioner.settings import ControllerSettings
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,8 @@ class Manager:
             return
         if kind == "Node":
             self.enqueue_node(objects.name(obj))
+            for replacement in replacements.recorded(obj) or ():
+                self.enqueue_node(replacement, ("emptiness",))  # it is protected only while this node exists
             owner = objects.provisioner_of(obj)
             if owner:
                 self.enqueue_provisioner(owner)
