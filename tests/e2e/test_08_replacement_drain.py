@@ -1,17 +1,19 @@
-"""An expiring node's replacement survives a drain that a PodDisruptionBudget holds for minutes.
+"""An expiring node's replacement survives a drain that a PodDisruptionBudget holds for over a minute.
 
-Pods that take :data:`START_SECONDS` to become Ready (kwok's pod-ready stage, delayed by the pod
-annotation ``pod-ready.stage.kwok.x-k8s.io/delay``) are restarted just before their node expires,
-so the PodDisruptionBudget (``minAvailable: 2`` of 3) allows no eviction for over a minute: longer
-than ``ttlSecondsAfterEmpty: 30`` plus the 10 s emptiness settle. The replacement stays empty all
-that time and must not be retired; the old node drains one pod at a time onto it. Polled every
-second: the replacement exists while the old node does, at least 2 pods Running once the
-restarted pods are up, exactly one replacement launched.
+The node's three pods are Running but not Ready when it expires (their readiness probes fail for
+:data:`NOT_READY_SECONDS`: the test plays the kubelet's probe by writing the pods' Ready condition,
+which kwok then leaves alone), so the PodDisruptionBudget (``minAvailable: 2`` of 3) allows no
+eviction: the Eviction API refuses unhealthy pods while the budget is not met. That lasts longer
+than ``ttlSecondsAfterEmpty: 30`` plus the 10 s emptiness settle, and the replacement stays empty
+all that time. It must not be retired; once the pods are Ready the old node drains one pod at a
+time onto it. Polled every second: the replacement exists while the old node does, at least 2 pods
+Running, exactly one replacement launched.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import sys
 import time
 from typing import Any
@@ -21,7 +23,7 @@ from localcluster.walkthrough import Observer, load_manifest, node_age_seconds, 
 
 MANIFESTS = walkthrough_source(prefer_shared=True)
 NAME = "slowstart"
-START_SECONDS = 75
+NOT_READY_SECONDS = 75
 EXPIRE_AFTER = 60
 
 
@@ -29,21 +31,26 @@ def provisioner(ttl_until_expired: int | None) -> dict[str, Any]:
     manifest = copy.deepcopy(load_manifest("01-provisioner.yaml", MANIFESTS))
     manifest["metadata"]["name"] = NAME
     manifest["spec"]["ttlSecondsAfterEmpty"] = 30
+    # one type that holds the three pods: one node before, one replacement after
+    manifest["spec"]["requirements"] = [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["r6gd.xlarge"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]},
+    ]
     manifest["spec"].pop("ttlSecondsUntilExpired", None)
     if ttl_until_expired is not None:
         manifest["spec"]["ttlSecondsUntilExpired"] = ttl_until_expired
     return manifest
 
 
-def deployment(replicas: int, start_delay: str) -> dict[str, Any]:
+def deployment(replicas: int) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": NAME, "namespace": "default"},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": NAME}},
             "template": {
-                "metadata": {"labels": {"app": NAME},
-                             "annotations": {"pod-ready.stage.kwok.x-k8s.io/delay": start_delay}},
+                "metadata": {"labels": {"app": NAME}},
                 "spec": {
                     "terminationGracePeriodSeconds": 0,
                     "nodeSelector": {"karpenter.sh/provisioner-name": NAME},
@@ -54,12 +61,27 @@ def deployment(replicas: int, start_delay: str) -> dict[str, Any]:
     }
 
 
+def set_ready(cluster: LocalCluster, pods: list[dict[str, Any]], ready: bool) -> None:
+    """Write each pod's Ready condition, as the kubelet does when its readiness probe fails or passes."""
+    value = "True" if ready else "False"
+    patch = json.dumps({"status": {"conditions": [{"type": "Ready", "status": value},
+                                                  {"type": "ContainersReady", "status": value}]}})
+    for pod in pods:
+        cluster.kubectl("patch", "pod", pod["metadata"]["name"], "-n", "default", "--subresource=status",
+                        "--type=strategic", "-p", patch)
+
+
+def pdb_healthy(cluster: LocalCluster) -> int:
+    status = cluster.kubectl_json("get", "pdb", NAME, "-n", "default").get("status") or {}
+    return int(status.get("currentHealthy", -1))
+
+
 def test_replacement_is_kept_while_a_pdb_holds_the_drain(cluster: LocalCluster) -> None:
     watch = Observer(cluster)
     selector = f"app={NAME}"
     try:
         watch.apply(provisioner(None))
-        watch.apply(deployment(3, "1s"))
+        watch.apply(deployment(3))
         watch.wait_for(lambda: len(watch.running(watch.pods(selector))) == 3, 180, "3 pods Running", interval=1)
         [old] = [n["metadata"]["name"] for n in watch.nodes(NAME)]
         watch.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
@@ -67,12 +89,8 @@ def test_replacement_is_kept_while_a_pdb_holds_the_drain(cluster: LocalCluster) 
                      "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": NAME}}}})
         watch.wait_for(lambda: node_age_seconds(watch.nodes(NAME)[0]) > EXPIRE_AFTER + 5, 120,
                        f"node {old} older than {EXPIRE_AFTER + 5}s", interval=1)
-        # restart the pods with a slow start (scaled through 0 so they come back on the same node)
-        watch.scale(NAME, 0)
-        watch.wait_for(lambda: not watch.pods(selector), 60, "the pods to be gone", interval=0.5)
-        watch.apply(deployment(3, f"{START_SECONDS}s"))
-        watch.wait_for(lambda: len([p for p in watch.pods(selector) if p["spec"].get("nodeName") == old]) == 3,
-                       60, f"the restarted pods bound to {old}", interval=0.5)
+        set_ready(cluster, watch.pods(selector), False)  # readiness probes start failing
+        watch.wait_for(lambda: pdb_healthy(cluster) == 0, 60, "the PDB to count 0 healthy pods", interval=0.5)
         watch.apply(provisioner(EXPIRE_AFTER))  # the node is older than that: it expires now
         started = time.monotonic()
 
@@ -87,17 +105,19 @@ def test_replacement_is_kept_while_a_pdb_holds_the_drain(cluster: LocalCluster) 
               f"{time.monotonic() - started:.0f}s after expiry", file=sys.stderr)
 
         seen_nodes = {old, replacement}
-        up = False  # the restarted pods were all Running once: from then on, >= 2 at every poll
         running_counts: list[int] = []
-        deadline = time.monotonic() + 4 * START_SECONDS + 120
+        probes_pass_at = started + NOT_READY_SECONDS
+        deadline = probes_pass_at + 180
         while time.monotonic() < deadline:
             nodes = {n["metadata"]["name"]: n for n in watch.nodes(NAME)}
             seen_nodes |= set(nodes)
             pods = watch.pods(selector)
             running = len(watch.running(pods))
-            up = up or running == 3
-            if up:
-                running_counts.append(running)
+            running_counts.append(running)
+            if probes_pass_at and time.monotonic() >= probes_pass_at:
+                assert all(p["spec"].get("nodeName") == old for p in pods), "evicted while the PDB held"
+                set_ready(cluster, pods, True)  # the probes pass: the drain may go on
+                probes_pass_at = 0.0
             if old in nodes:
                 assert replacement in nodes and not nodes[replacement]["metadata"].get("deletionTimestamp"), (
                     f"replacement {replacement} retired while {old} drains, "
@@ -112,7 +132,7 @@ def test_replacement_is_kept_while_a_pdb_holds_the_drain(cluster: LocalCluster) 
               file=sys.stderr)
         assert seen_nodes == {old, replacement}, f"more than one replacement launched: {sorted(seen_nodes)}"
         assert min(running_counts) >= 2
-        assert waited > START_SECONDS  # the PDB really held the drain
+        assert waited > NOT_READY_SECONDS  # the PDB really held the drain
         messages = [e["message"] for e in watch.events(kind="Node", name=replacement) if e["reason"] == "Replacing"]
         assert any(old in m for m in messages), messages
     finally:
