@@ -18,10 +18,24 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from provisioner.clock import Clock, timestamp
+from provisioner.clock import Clock
 from provisioner.cloudprovider.types import CloudProvider
 from provisioner.kube.api import KubeAPI, NotFoundError, Object
 from provisioner.model.labels import DO_NOT_EVICT_ANNOTATION, PROVISIONER_NAME
+
+# The wire accessors every part shares, under the names the lifecycle controllers call them by.
+from provisioner.model.objects import annotations_of as annotations_of
+from provisioner.model.objects import created_at as created_at
+from provisioner.model.objects import deleting as is_deleting
+from provisioner.model.objects import is_ready as is_ready
+from provisioner.model.objects import labels as labels
+from provisioner.model.objects import meta as meta
+from provisioner.model.objects import name as name
+from provisioner.model.objects import namespace as namespace
+from provisioner.model.objects import owner_kinds as owner_kinds
+from provisioner.model.objects import provider_id as provider_id
+from provisioner.model.objects import ready_since as ready_since
+from provisioner.model.objects import ref as ref
 from provisioner.scheduling import pods as podspec
 
 log = logging.getLogger(__name__)
@@ -160,12 +174,7 @@ def _older(cached: Object, written: Object) -> bool:
         return False
 
 
-# ---- metadata ---------------------------------------------------------------------------------
-
-def meta(obj: Object) -> dict[str, Any]:
-    value = obj.get("metadata")
-    return value if isinstance(value, dict) else {}
-
+# ---- metadata ----------------------------------------------------------------------------------
 
 def guarded(obj: Object, patch: dict[str, Any]) -> dict[str, Any]:
     """``patch`` (a JSON merge patch) made conditional on ``obj``'s resourceVersion, when it has one.
@@ -180,45 +189,6 @@ def guarded(obj: Object, patch: dict[str, Any]) -> dict[str, Any]:
     return patch
 
 
-def name(obj: Object) -> str:
-    return str(meta(obj).get("name") or "")
-
-
-def namespace(obj: Object) -> str:
-    return str(meta(obj).get("namespace") or "")
-
-
-def ref(obj: Object) -> str:
-    """``ns/name`` for namespaced objects, ``name`` otherwise."""
-    ns = namespace(obj)
-    return f"{ns}/{name(obj)}" if ns else name(obj)
-
-
-def labels(obj: Object) -> dict[str, str]:
-    value = meta(obj).get("labels")
-    return value if isinstance(value, dict) else {}
-
-
-def annotations_of(obj: Object) -> dict[str, str]:
-    value = meta(obj).get("annotations")
-    return value if isinstance(value, dict) else {}
-
-
-def created_at(obj: Object) -> float | None:
-    return timestamp(meta(obj).get("creationTimestamp"))
-
-
-def is_deleting(obj: Object) -> bool:
-    return bool(meta(obj).get("deletionTimestamp"))
-
-
-def owner_kinds(obj: Object) -> set[str]:
-    owners = meta(obj).get("ownerReferences")
-    if not isinstance(owners, list):
-        return set()
-    return {str(o.get("kind")) for o in owners if isinstance(o, dict)}
-
-
 # ---- nodes ------------------------------------------------------------------------------------
 
 def provisioner_of(node: Object) -> str | None:
@@ -227,11 +197,8 @@ def provisioner_of(node: Object) -> str | None:
     return value or None
 
 
-def provider_id(node: Object) -> str:
-    return str((node.get("spec") or {}).get("providerID") or "")
-
-
 def taints(node: Object) -> list[dict[str, Any]]:
+    """``spec.taints`` as the wire list (to write back with one entry added or removed); odd entries dropped."""
     value = (node.get("spec") or {}).get("taints")
     return [t for t in value if isinstance(t, dict)] if isinstance(value, list) else []
 
@@ -245,32 +212,6 @@ def disruption_reason(node: Object) -> str | None:
     value = annotations_of(node).get(DISRUPTION_REASON_ANNOTATION)
     return value if isinstance(value, str) and value else None
 
-
-def ready_condition(node: Object) -> dict[str, Any] | None:
-    conditions = (node.get("status") or {}).get("conditions")
-    if not isinstance(conditions, list):
-        return None
-    for condition in conditions:
-        if isinstance(condition, dict) and condition.get("type") == "Ready":
-            return condition
-    return None
-
-
-def is_ready(node: Object) -> bool:
-    """The kubelet reports condition Ready=True."""
-    condition = ready_condition(node)
-    return condition is not None and condition.get("status") == "True"
-
-
-def ready_since(node: Object) -> float | None:
-    """When Ready last turned True (``lastTransitionTime``), ``None`` if not Ready or unknown."""
-    condition = ready_condition(node)
-    if condition is None or condition.get("status") != "True":
-        return None
-    return timestamp(condition.get("lastTransitionTime"))
-
-
-# ---- pods -------------------------------------------------------------------------------------
 
 def _safely(check: Callable[[Object], bool], pod: Object) -> bool:
     try:

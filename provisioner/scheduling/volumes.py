@@ -12,13 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from provisioner.model import objects
 from provisioner.model.requirements import IN, Requirement, RequirementError, Requirements
 
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
-
-
-def _name(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
 
 
 def _first_term(terms: Any) -> Requirements | None:
@@ -58,15 +55,13 @@ def volume_requirements(
     class when none is named) when that class binds ``WaitForFirstConsumer``. Claims not found
     add nothing (kube-scheduler reports them). Raises ValueError for a malformed PV affinity.
     """
-    metadata = pod.get("metadata") or {}
-    namespace = str(metadata.get("namespace") or "default")
-    pod_name = str(metadata.get("name") or "")
-    claims = {(str((c.get("metadata") or {}).get("namespace") or "default"), _name(c)): c for c in pvcs}
-    volumes = {_name(v): v for v in pvs}
-    classes = {_name(s): s for s in storage_classes}
+    namespace = objects.namespace(pod) or "default"
+    pod_name = objects.name(pod)
+    claims = {(objects.namespace(c) or "default", objects.name(c)): c for c in pvcs}
+    volumes = {objects.name(v): v for v in pvs}
+    classes = {objects.name(s): s for s in storage_classes}
     default_class = next(
-        (s for s in classes.values()
-         if ((s.get("metadata") or {}).get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true"),
+        (s for s in classes.values() if objects.annotations_of(s).get(DEFAULT_CLASS_ANNOTATION) == "true"),
         None,
     )
     result: list[Requirements] = []

@@ -34,6 +34,7 @@ from provisioner.api.schemas import ProvisionerDecodeError, load_provisioner
 from provisioner.api.types import Provisioner
 from provisioner.clock import Clock, RealClock
 from provisioner.kube.api import GoneError, KubeAPI, Object, WatchEvent
+from provisioner.model import objects
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +55,8 @@ ObjKey = tuple[str, str]  # (namespace or "", name)
 
 
 def object_key(obj: Mapping[str, Any]) -> ObjKey:
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-
-
-def _uid(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")
+    """The cache's key of an object: ``(namespace or "", name)``."""
+    return (objects.namespace(obj), objects.name(obj))
 
 
 def _is_terminal(pod: Mapping[str, Any]) -> bool:
@@ -217,7 +214,7 @@ class ClusterState:
             self._provisioner_errors.pop(key[1], None)
 
     def _index_pod(self, pod: Object) -> None:
-        uid = _uid(pod)
+        uid = objects.uid(pod)
         self._pods_by_uid[uid] = pod
         if _is_terminal(pod):
             return
@@ -228,7 +225,7 @@ class ClusterState:
             self._pending[uid] = pod
 
     def _unindex_pod(self, pod: Object) -> None:
-        uid = _uid(pod)
+        uid = objects.uid(pod)
         self._pods_by_uid.pop(uid, None)
         self._pending.pop(uid, None)
         node = (pod.get("spec") or {}).get("nodeName")
