@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from provisioner.model import labels as wk
+from provisioner.model.pods import is_daemonset_pod
 from provisioner.model.requirements import RequirementError, Requirements
 from provisioner.model.resources import PODS, Resources
-from provisioner.scheduling.pods import Toleration, is_daemonset_pod, pod_requests
+from provisioner.scheduling.pods import Toleration, pod_requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +96,6 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
         requests = pod_requests(pod)
     except ValueError:  # a quantity kube-apiserver would not have admitted
         requests = Resources({PODS: 1})
-    try:
-        daemonset = is_daemonset_pod(pod)
-    except ValueError:
-        daemonset = False
     namespace = metadata.get("namespace") or "default"
     return PodFacts(
         uid=str(metadata.get("uid") or f"{namespace}/{metadata.get('name') or ''}"),
@@ -106,5 +103,5 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
         requests=requests,
         tolerations=_tolerations(spec),
         alternatives=_alternatives(spec),
-        daemonset=daemonset,
+        daemonset=is_daemonset_pod(pod),
     )

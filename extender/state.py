@@ -23,11 +23,12 @@ from provisioner.api.types import Provisioner, Taint
 from provisioner.clock import timestamp
 from provisioner.model import labels as wk
 from provisioner.model import nominations as nom
+from provisioner.model.pods import is_terminal
 from provisioner.model.quantity import parse_resource_list
 from provisioner.model.requirements import Requirements
 from provisioner.model.resources import CPU, MEMORY, PODS, Resources
 from provisioner.model.resources import EMPTY as EMPTY_RESOURCES
-from provisioner.scheduling.pods import is_terminal, pod_requests
+from provisioner.scheduling.pods import pod_requests
 from provisioner.scheduling.provisioners import provisioner_requirements, provisioner_taints
 
 if TYPE_CHECKING:
@@ -329,9 +330,9 @@ def bound_requests(pods: Iterable[Mapping[str, Any]]) -> dict[str, Resources]:
         node = spec.get("nodeName") if isinstance(spec, Mapping) else None
         if not node or not isinstance(node, str):
             continue
+        if is_terminal(pod):
+            continue
         try:
-            if is_terminal(pod):
-                continue
             requests = pod_requests(pod)
         except ValueError:
             requests = Resources({PODS: 1})

@@ -270,7 +270,8 @@ def update_cluster_gauges(
     longer given are removed. Odd objects never raise.
     """
     from provisioner.model.labels import PROVISIONER_NAME
-    from provisioner.scheduling.pods import is_terminal, pod_requests
+    from provisioner.model.pods import is_terminal
+    from provisioner.scheduling.pods import pod_requests
 
     seen_requests: dict[tuple[str, str], dict[str, int]] = {}
     values: dict[str, dict[tuple[str, ...], float]] = {

@@ -34,17 +34,12 @@ from typing import Any
 import yaml
 
 from provisioner.api.types import Provisioner
+from provisioner.model.pods import is_daemonset_pod, is_static_pod, is_terminal
 from provisioner.model.resources import Resources
 from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.nodes import ClusterNode, node_from_manifest, resource_list
-from provisioner.scheduling.pods import (
-    Pod,
-    is_daemonset_pod,
-    is_static_pod,
-    is_terminal,
-    pod_from_manifest,
-)
+from provisioner.scheduling.pods import Pod, pod_from_manifest
 from provisioner.scheduling.solver import Plan, SolverInput, solve
 from provisioner.scheduling.volumes import volume_requirements
 

@@ -6,8 +6,9 @@ patch what they read. These helpers never raise on odd objects: a missing field 
 
 Sources for the pod classes: Karpenter v0.6.3 ``pkg/utils/pod`` (``IsOwnedByDaemonSet``,
 ``IsOwnedByNode``, ``IsTerminal``, ``IsTerminating``, ``ToleratesUnschedulableTaint``); the
-DaemonSet/static/terminal rules are the solver's own (:mod:`provisioner.scheduling.pods`), so
-the provisioning engine and the lifecycle controllers classify pods alike.
+DaemonSet/static/terminal rules are :mod:`provisioner.model.pods`, so the provisioning engine,
+the extender and the lifecycle controllers classify pods alike. The metadata accessors are
+:mod:`provisioner.model.objects`'s, re-exported here under the names the controllers use.
 """
 
 from __future__ import annotations
@@ -21,24 +22,31 @@ from typing import Any, Protocol
 from provisioner.clock import Clock
 from provisioner.cloudprovider.types import CloudProvider
 from provisioner.kube.api import KubeAPI, NotFoundError, Object
+from provisioner.model import pods
 from provisioner.model.labels import DO_NOT_EVICT_ANNOTATION, PROVISIONER_NAME
 
 # The wire accessors every part shares, under the names the lifecycle controllers call them by.
 from provisioner.model.objects import annotations_of as annotations_of
 from provisioner.model.objects import created_at as created_at
-from provisioner.model.objects import deleting as is_deleting
+from provisioner.model.objects import deleting
 from provisioner.model.objects import is_ready as is_ready
 from provisioner.model.objects import labels as labels
 from provisioner.model.objects import meta as meta
 from provisioner.model.objects import name as name
 from provisioner.model.objects import namespace as namespace
 from provisioner.model.objects import owner_kinds as owner_kinds
+from provisioner.model.objects import owner_references as owner_references
 from provisioner.model.objects import provider_id as provider_id
 from provisioner.model.objects import ready_since as ready_since
 from provisioner.model.objects import ref as ref
-from provisioner.scheduling import pods as podspec
+from provisioner.model.pods import is_daemonset_pod as is_daemonset_pod
+from provisioner.model.pods import is_static_pod as is_static_pod
+from provisioner.model.pods import is_terminal as is_terminal
 
 log = logging.getLogger(__name__)
+
+#: Being deleted: ``metadata.deletionTimestamp`` is set (:func:`provisioner.model.objects.deleting`).
+is_deleting = deleting
 
 #: Why a controller tainted a node ``karpenter.sh/disrupted`` (set with the taint, in one write):
 #: ``provisioner-deleted`` (ownership), ``emptiness`` (emptiness). Expiration taints without it.
@@ -213,30 +221,9 @@ def disruption_reason(node: Object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _safely(check: Callable[[Object], bool], pod: Object) -> bool:
-    try:
-        return check(pod)
-    except ValueError:  # a malformed field reads as "no": skip rather than crash
-        return False
-
-
-def is_daemonset_pod(pod: Object) -> bool:
-    """Owned by a DaemonSet (the solver's rule, :func:`provisioner.scheduling.pods.is_daemonset_pod`)."""
-    return _safely(podspec.is_daemonset_pod, pod)
-
-
-def is_static_pod(pod: Object) -> bool:
-    """A static/mirror pod: owned by its Node, or carrying the kubelet's mirror annotation."""
-    return _safely(podspec.is_static_pod, pod)
-
-
-def is_terminal(pod: Object) -> bool:
-    """Phase Succeeded or Failed: the pod holds nothing any more."""
-    return _safely(podspec.is_terminal, pod)
-
-
 def is_terminating(pod: Object) -> bool:
-    return is_deleting(pod)
+    """Being deleted (:func:`provisioner.model.pods.is_deleting`)."""
+    return pods.is_deleting(pod)
 
 
 def tolerates_unschedulable(pod: Object) -> bool:

@@ -183,13 +183,19 @@ def owner_kinds(obj: Any) -> set[str]:
     return {str(r.get("kind")) for r in owner_references(obj)}
 
 
-def controller_owner_kind(obj: Any) -> str | None:
-    """The kind of ``obj``'s controller owner (``controller: true``), else of its first owner; None when unowned."""
+def controller_owner(obj: Any) -> RawOwnerReference | None:
+    """``obj``'s controller owner reference (``controller: true``), else its first owner; None when unowned."""
     refs = owner_references(obj)
     for owner in refs:
         if owner.get("controller"):
-            return str(owner.get("kind") or "")
-    return str(refs[0].get("kind") or "") if refs else None
+            return owner
+    return refs[0] if refs else None
+
+
+def controller_owner_kind(obj: Any) -> str | None:
+    """The kind of :func:`controller_owner` (``""`` when it names none); None when unowned."""
+    owner = controller_owner(obj)
+    return None if owner is None else str(owner.get("kind") or "")
 
 
 def conditions(obj: Any) -> tuple[RawCondition, ...]:

@@ -34,7 +34,7 @@ from provisioner.api.schemas import ProvisionerDecodeError, load_provisioner
 from provisioner.api.types import Provisioner
 from provisioner.clock import Clock, RealClock
 from provisioner.kube.api import GoneError, KubeAPI, Object, WatchEvent
-from provisioner.model import objects
+from provisioner.model import objects, pods
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,53 @@ def object_key(obj: Mapping[str, Any]) -> ObjKey:
     return (objects.namespace(obj), objects.name(obj))
 
 
-def _is_terminal(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+def pod_key(pod: Mapping[str, Any]) -> str:
+    """How a pod is indexed: its uid (``<namespace>/<name>`` for a manifest that has none)."""
+    return objects.uid(pod) or objects.key(pod)
+
+
+class _PodIndex:
+    """Pods by uid (every one), by node (bound, not finished) and pending (unbound, not finished).
+
+    The one place that decides which pods a :class:`Snapshot` shows where (:func:`provisioner.model.pods`
+    classifies them); the cache updates it event by event, :func:`snapshot_of` fills it at once.
+    """
+
+    def __init__(self) -> None:
+        self.by_uid: dict[str, Object] = {}
+        self.by_node: dict[str, dict[str, Object]] = {}
+        self.pending: dict[str, Object] = {}
+
+    def add(self, pod: Object) -> None:
+        uid = pod_key(pod)
+        self.by_uid[uid] = pod
+        if pods.is_terminal(pod):
+            return
+        node = pods.node_name(pod)
+        if node:
+            self.by_node.setdefault(node, {})[uid] = pod
+        else:
+            self.pending[uid] = pod
+
+    def remove(self, pod: Object) -> None:
+        uid = pod_key(pod)
+        self.by_uid.pop(uid, None)
+        self.pending.pop(uid, None)
+        node = pods.node_name(pod)
+        on_node = self.by_node.get(node)
+        if on_node is not None:
+            on_node.pop(uid, None)
+            if not on_node:
+                del self.by_node[node]
+
+    def views(self) -> dict[str, Any]:
+        """The :class:`Snapshot` fields about pods, in fresh containers that share the pod objects."""
+        return {
+            "pods": dict(self.by_uid),
+            "pods_by_node": {node: tuple(on.values()) for node, on in self.by_node.items()},
+            "pending_pods": tuple(self.pending.values()),
+            "bound_pod_uids": frozenset(uid for uid, pod in self.by_uid.items() if pods.is_bound(pod)),
+        }
 
 
 @dataclass(frozen=True)
@@ -127,9 +172,7 @@ class ClusterState:
         self._store: dict[str, dict[ObjKey, Object]] = {k: {} for k in self.kinds}
         self._rv: dict[str, str] = {}
         self._synced: set[str] = set()
-        self._pods_by_uid: dict[str, Object] = {}
-        self._pods_by_node: dict[str, dict[str, Object]] = {}
-        self._pending: dict[str, Object] = {}
+        self._pods = _PodIndex()
         self._provisioners: dict[str, Provisioner] = {}
         self._provisioner_errors: dict[str, str] = {}
         self._subscribers: list[ChangeCallback] = []
@@ -197,10 +240,10 @@ class ClusterState:
         key = object_key(obj)
         previous = self._store[kind].get(key)
         if kind == "Pod" and previous is not None:
-            self._unindex_pod(previous)
+            self._pods.remove(previous)
         self._store[kind][key] = obj
         if kind == "Pod":
-            self._index_pod(obj)
+            self._pods.add(obj)
         elif kind == "Provisioner":
             self._decode_provisioner(obj)
 
@@ -208,32 +251,10 @@ class ClusterState:
         key = object_key(obj)
         previous = self._store[kind].pop(key, None)
         if kind == "Pod" and previous is not None:
-            self._unindex_pod(previous)
+            self._pods.remove(previous)
         elif kind == "Provisioner":
             self._provisioners.pop(key[1], None)
             self._provisioner_errors.pop(key[1], None)
-
-    def _index_pod(self, pod: Object) -> None:
-        uid = objects.uid(pod)
-        self._pods_by_uid[uid] = pod
-        if _is_terminal(pod):
-            return
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node:
-            self._pods_by_node.setdefault(str(node), {})[uid] = pod
-        else:
-            self._pending[uid] = pod
-
-    def _unindex_pod(self, pod: Object) -> None:
-        uid = objects.uid(pod)
-        self._pods_by_uid.pop(uid, None)
-        self._pending.pop(uid, None)
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node and str(node) in self._pods_by_node:
-            on_node = self._pods_by_node[str(node)]
-            on_node.pop(uid, None)
-            if not on_node:
-                del self._pods_by_node[str(node)]
 
     def _decode_provisioner(self, obj: Object) -> None:
         name = object_key(obj)[1]
@@ -306,12 +327,12 @@ class ClusterState:
     def pod(self, uid: str) -> Object | None:
         """The cached pod with ``uid`` or None."""
         with self._lock:
-            return self._pods_by_uid.get(uid)
+            return self._pods.by_uid.get(uid)
 
     def pending_pods(self) -> list[Object]:
         """Non-terminal pods without a nodeName."""
         with self._lock:
-            return list(self._pending.values())
+            return list(self._pods.pending.values())
 
     def snapshot(self) -> Snapshot:
         """A consistent view of the cache (fresh containers, shared immutable objects)."""
@@ -319,12 +340,7 @@ class ClusterState:
             provisioner_objects = {key[1]: obj for key, obj in self._store.get("Provisioner", {}).items()}
             return Snapshot(
                 nodes={key[1]: obj for key, obj in self._store.get("Node", {}).items()},
-                pods=dict(self._pods_by_uid),
-                pods_by_node={node: tuple(pods.values()) for node, pods in self._pods_by_node.items()},
-                pending_pods=tuple(self._pending.values()),
-                bound_pod_uids=frozenset(
-                    uid for uid, pod in self._pods_by_uid.items() if (pod.get("spec") or {}).get("nodeName")
-                ),
+                **self._pods.views(),
                 provisioners=dict(self._provisioners),
                 provisioner_objects=provisioner_objects,
                 provisioner_errors=dict(self._provisioner_errors),
