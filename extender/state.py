@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from provisioner.api.types import Provisioner, Taint
+from provisioner.api.types import Provisioner
 from provisioner.clock import timestamp
 from provisioner.model import labels as wk
 from provisioner.model import nominations as nom
@@ -28,6 +28,7 @@ from provisioner.model.quantity import parse_resource_list
 from provisioner.model.requirements import Requirements
 from provisioner.model.resources import CPU, MEMORY, PODS, Resources
 from provisioner.model.resources import EMPTY as EMPTY_RESOURCES
+from provisioner.model.taints import Taint
 from provisioner.scheduling.pods import pod_requests
 from provisioner.scheduling.provisioners import provisioner_requirements, provisioner_taints
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from provisioner.model.labels import PROVISIONER_NAME
 from provisioner.model.quantity import parse_resource_list
+from provisioner.model.taints import Taint as Taint  # the value type lives with the other taint rules
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,21 +25,6 @@ class NodeSelectorRequirement:
     key: str
     operator: str
     values: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    """A node taint; ``effect`` is NoSchedule, PreferNoSchedule or NoExecute."""
-
-    key: str
-    effect: str
-    value: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        result = {"key": self.key, "effect": self.effect}
-        if self.value:
-            result["value"] = self.value
-        return result
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,12 +23,13 @@ from provisioner.clock import Clock
 from provisioner.cloudprovider.types import CloudProvider
 from provisioner.kube.api import KubeAPI, NotFoundError, Object
 from provisioner.model import pods
+from provisioner.model import taints as model_taints
 from provisioner.model.labels import DO_NOT_EVICT_ANNOTATION, PROVISIONER_NAME
 
 # The wire accessors every part shares, under the names the lifecycle controllers call them by.
 from provisioner.model.objects import annotations_of as annotations_of
 from provisioner.model.objects import created_at as created_at
-from provisioner.model.objects import deleting
+from provisioner.model.objects import deleting, spec
 from provisioner.model.objects import is_ready as is_ready
 from provisioner.model.objects import labels as labels
 from provisioner.model.objects import meta as meta
@@ -42,6 +43,7 @@ from provisioner.model.objects import ref as ref
 from provisioner.model.pods import is_daemonset_pod as is_daemonset_pod
 from provisioner.model.pods import is_static_pod as is_static_pod
 from provisioner.model.pods import is_terminal as is_terminal
+from provisioner.model.taints import UNSCHEDULABLE_TAINT_KEY
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,6 @@ REASON_PROVISIONER_DELETED = "provisioner-deleted"
 REASON_EMPTINESS = "emptiness"
 
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
-UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
 
 
 class EventSink(Protocol):
@@ -212,7 +213,8 @@ def taints(node: Object) -> list[dict[str, Any]]:
 
 
 def has_taint(node: Object, key: str) -> bool:
-    return any(t.get("key") == key for t in taints(node))
+    """The Node has a taint with ``key`` (:func:`provisioner.model.taints.has_taint`)."""
+    return model_taints.has_taint(model_taints.readable_taints(spec(node).get("taints")), key)
 
 
 def disruption_reason(node: Object) -> str | None:

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from provisioner.api.types import Taint
 from provisioner.model import labels as wk
 from provisioner.model import nominations
 from provisioner.model.pods import is_terminal
 from provisioner.model.quantity import QuantityError, parse_quantity
 from provisioner.model.resources import EMPTY, PODS, Resources
+from provisioner.model.taints import Taint
 from provisioner.scheduling.pods import HostPort, Pod, pod_from_manifest, pod_requests
 
 

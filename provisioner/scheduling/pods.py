@@ -23,13 +23,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from provisioner.api.types import Taint
 from provisioner.model import labels as wk
 from provisioner.model import objects
 from provisioner.model.pods import TERMINAL_PHASES
 from provisioner.model.quantity import QuantityError, parse_quantity
 from provisioner.model.requirements import RequirementError, Requirements
 from provisioner.model.resources import PODS, Resources
+from provisioner.model.taints import Taint
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"

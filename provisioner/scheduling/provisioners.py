@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from provisioner.api.types import Provisioner, Taint
+from provisioner.api.types import Provisioner
 from provisioner.model import labels as wk
 from provisioner.model.quantity import QuantityError, parse_quantity
 from provisioner.model.requirements import Requirement, RequirementError, Requirements
 from provisioner.model.resources import Resources
+from provisioner.model.taints import Taint
 
 
 def provisioner_requirements(p: Provisioner) -> Requirements:

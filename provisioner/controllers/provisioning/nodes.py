@@ -17,10 +17,11 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from provisioner.api.types import Provisioner, Taint
+from provisioner.api.types import Provisioner
 from provisioner.cloudprovider.types import Machine
 from provisioner.model import labels as wk
 from provisioner.model.resources import CPU
+from provisioner.model.taints import Taint
 from provisioner.scheduling.instancetypes import InstanceType
 
 _BINARY = (("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024))
