@@ -238,16 +238,9 @@ _requests_cache: dict[tuple[str, str], dict[str, int]] = {}
 
 def _quantities(resources: Any) -> dict[str, int]:
     """``{"cpu": "4", "memory": "30310Mi"}`` -> core units; unreadable entries are skipped."""
-    from provisioner.model.quantity import QuantityError, parse_quantity
+    from provisioner.model.quantity import readable_resource_list
 
-    result: dict[str, int] = {}
-    if isinstance(resources, Mapping):
-        for name, value in resources.items():
-            try:
-                result[str(name)] = parse_quantity(value, str(name))
-            except (QuantityError, TypeError, ValueError):
-                continue
-    return result
+    return readable_resource_list(resources)
 
 
 def update_cluster_gauges(

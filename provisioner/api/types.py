@@ -17,6 +17,7 @@ from typing import Any
 
 from provisioner.model.labels import PROVISIONER_NAME
 from provisioner.model.quantity import parse_resource_list
+from provisioner.model.resources import Resources
 from provisioner.model.taints import Taint as Taint  # the value type lives with the other taint rules
 
 
@@ -102,10 +103,10 @@ class Limits:
 
     resources: tuple[tuple[str, str], ...] = ()
 
-    def parsed(self) -> dict[str, int]:
+    def parsed(self) -> Resources:
         """The limits in core units: cpu in milli-CPU, memory and storage in bytes, counts as counts.
 
-        ``(("cpu", "1000"), ("memory", "1Ti"))`` -> ``{"cpu": 1000000, "memory": 1099511627776}``.
+        ``(("cpu", "1000"), ("memory", "1Ti"))`` -> ``Resources(cpu=1000000, memory=1099511627776)``.
         Raises QuantityError naming the resource (a decoded Provisioner's quantities always parse).
         """
         return parse_resource_list(dict(self.resources))
