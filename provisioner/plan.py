@@ -35,10 +35,11 @@ import yaml
 
 from provisioner.api.types import Provisioner
 from provisioner.model.pods import is_daemonset_pod, is_static_pod, is_terminal
+from provisioner.model.quantity import parse_resource_list
 from provisioner.model.resources import Resources
 from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.instancetypes import InstanceType
-from provisioner.scheduling.nodes import ClusterNode, node_from_manifest, resource_list
+from provisioner.scheduling.nodes import ClusterNode, node_from_manifest
 from provisioner.scheduling.pods import Pod, pod_from_manifest
 from provisioner.scheduling.solver import Plan, SolverInput, solve
 from provisioner.scheduling.volumes import volume_requirements
@@ -513,7 +514,7 @@ def build_input(inputs: Inputs, catalog: Mapping[str, Sequence[InstanceType]]) -
             raise PlanInputError(f"{_named('Node', node)}: {error}") from error
         nodes.append(cluster_node)
         if cluster_node.provisioner:
-            capacity = resource_list((node.get("status") or {}).get("capacity"), "status.capacity")
+            capacity = parse_resource_list((node.get("status") or {}).get("capacity"), "status.capacity")
             usage[cluster_node.provisioner] = usage.get(cluster_node.provisioner, Resources()) + capacity
     return SolverInput(pods=pending, provisioners=inputs.provisioners, instance_types=catalog, nodes=nodes,
                        daemonsets=daemonsets, provisioner_usage=usage)
