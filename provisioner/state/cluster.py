@@ -35,6 +35,7 @@ from provisioner.api.types import Provisioner
 from provisioner.clock import Clock, RealClock
 from provisioner.kube.api import GoneError, KubeAPI, Object, WatchEvent
 from provisioner.model import objects, pods
+from provisioner.state.nodes import NodeViews
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,43 @@ class Snapshot:
         return self.pods_by_node.get(node_name, ())
 
 
+def snapshot_of(
+    *,
+    nodes: Iterable[Object] = (),
+    pods: Iterable[Object] = (),
+    provisioners: Iterable[Provisioner] = (),
+    daemonsets: Iterable[Object] = (),
+    persistent_volumes: Iterable[Object] = (),
+    persistent_volume_claims: Iterable[Object] = (),
+    storage_classes: Iterable[Object] = (),
+    taken_at: float = 0.0,
+) -> Snapshot:
+    """A :class:`Snapshot` of the given objects, indexed as the cache indexes its own.
+
+    For what reads objects from elsewhere than the API server (``groupless plan``'s manifests,
+    tests, benchmarks). ``provisioners`` are decoded already. Objects without ``metadata`` are
+    left out, as the cache leaves them out; a later Node of the same name replaces an earlier one.
+    """
+    index = _PodIndex()
+    for pod in pods:
+        if _has_metadata(pod):
+            index.add(pod)
+    return Snapshot(
+        nodes={objects.name(node): node for node in nodes if _has_metadata(node)},
+        **index.views(),
+        provisioners={p.name: p for p in provisioners},
+        daemonsets=tuple(d for d in daemonsets if _has_metadata(d)),
+        persistent_volumes=tuple(persistent_volumes),
+        persistent_volume_claims=tuple(persistent_volume_claims),
+        storage_classes=tuple(storage_classes),
+        taken_at=taken_at,
+    )
+
+
+def _has_metadata(obj: object) -> bool:
+    return isinstance(obj, Mapping) and isinstance(obj.get("metadata"), Mapping)
+
+
 class ClusterState:
     """An informer-style cache of the kinds in ``kinds`` over any :class:`~provisioner.kube.api.KubeAPI`.
 
@@ -149,6 +187,7 @@ class ClusterState:
     :meth:`resync` (a synchronous list of every kind) and feed changes with :meth:`handle`
     (for example ``fake_api.subscribe(state.handle)``), or :meth:`pump` (drain the watches
     without blocking). :meth:`synced` is True once every kind has been listed.
+    :attr:`node_views` is the one :class:`~provisioner.state.nodes.NodeViews` of its snapshots.
     """
 
     def __init__(
@@ -179,6 +218,9 @@ class ClusterState:
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._synced_event = threading.Event()
+        #: The node views of this cache's snapshots, shared by every reader of this cache (the
+        #: provisioning controller's solver input, the in-process extender, the metrics).
+        self.node_views = NodeViews()
 
     # ------------------------------------------------------------------ subscriptions
     def subscribe(self, callback: ChangeCallback) -> Callable[[], None]:
@@ -216,7 +258,7 @@ class ClusterState:
         if kind not in self._store:
             return
         obj = event.object
-        if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        if not _has_metadata(obj):
             log.warning("Skipping a %s %s event without metadata", kind, event.type)
             return
         rv = str(obj["metadata"].get("resourceVersion") or "")
@@ -275,7 +317,7 @@ class ClusterState:
             old = self._store[kind]
             fresh: dict[ObjKey, Object] = {}
             for obj in items:
-                if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+                if _has_metadata(obj):
                     fresh[object_key(obj)] = obj
             for key, obj in old.items():
                 if key not in fresh:
