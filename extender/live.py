@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from extender.state import EMPTY_STATE, ExtenderState, PriceLookup, SnapshotAdapter
+from provisioner.state.nodes import NodeViews
 
 log = logging.getLogger("groupless.extender")
 
@@ -60,6 +61,11 @@ class LiveState:
         self._pid: int | None = None
         self._unsubscribe: Any = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def node_views(self) -> NodeViews:
+        """The node views the state is built from (the cache's own unless a price lookup was given)."""
+        return self._adapter.views
 
     def __call__(self) -> ExtenderState:
         """The current state (starts the machinery on first use in this process)."""

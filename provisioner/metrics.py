@@ -375,7 +375,8 @@ def track_cluster_state(state: Any) -> Callable[[], None]:
     """
     from provisioner.state.nodes import NodeViews
 
-    views = getattr(state, "node_views", None) or NodeViews()
+    shared = getattr(state, "node_views", None)
+    views = shared if isinstance(shared, NodeViews) else NodeViews()
     last: list[Any] = [None]
 
     def refresh() -> None:

@@ -12,6 +12,7 @@ formatter, :func:`format_quantity`, writes amounts back in the form kubelet uses
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -72,10 +73,21 @@ def parse_quantity(value: str | int | float, resource: str = "") -> int:
 
     Raises QuantityError naming the value.
     """
+    if type(value) in _CACHED_TYPES:  # a 5,000-node cluster writes the same few quantities over and over
+        return _parse_cached(value, resource)
+    return _parse(value, resource)
+
+
+def _parse(value: str | int | float, resource: str) -> int:
     amount = parse_decimal(value)
     if resource == "cpu":
         amount *= 1000
     return int(amount.to_integral_value(rounding="ROUND_CEILING"))
+
+
+_CACHED_TYPES = (str, int, float)
+#: Results by (value, resource, their types): pure, so shared by every reader (errors are not kept).
+_parse_cached = functools.lru_cache(maxsize=8192, typed=True)(_parse)
 
 
 def parse_resource_list(resources: Any, where: str = "") -> Resources:

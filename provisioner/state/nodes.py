@@ -351,6 +351,10 @@ class NodeViews:
         self._requests: dict[str, tuple[object, Resources]] = {}
         self._last: tuple[object, Mapping[str, StateNode]] | None = None
 
+    def __len__(self) -> int:
+        """How many node views are cached (those of the latest snapshot asked for)."""
+        return len(self._entries)
+
     def _requests_of(self, pod: Mapping[str, Any]) -> Resources:
         uid = objects.uid(pod)
         cached = self._requests.get(uid)
@@ -374,10 +378,14 @@ class NodeViews:
         entries = self._entries
         kept: dict[str, _Entry] = {}
         views: dict[str, StateNode] = {}
+        provisioners = snapshot.provisioners
         for name, node in snapshot.nodes.items():
             pods = tuple(snapshot.pods_on(name))
-            provisioner = snapshot.provisioners.get(objects.labels(node).get(wk.PROVISIONER_NAME) or "")
             previous = entries.get(name)
+            if previous is not None and previous.node is node:  # same object: same label
+                provisioner = provisioners.get(previous.view.provisioner or "")
+            else:
+                provisioner = provisioners.get(objects.labels(node).get(wk.PROVISIONER_NAME) or "")
             if (previous is not None and previous.node is node and previous.provisioner is provisioner
                     and len(previous.pods) == len(pods) and all(a is b for a, b in zip(previous.pods, pods, strict=True))):
                 view: StateNode | None = previous.view
