@@ -262,14 +262,14 @@ def update_cluster_gauges(nodes: Iterable[StateNode], provisioners: Iterable[Map
         g._name: {} for g in (PROVISIONER_USAGE, PROVISIONER_LIMIT, PROVISIONER_USAGE_RATIO,
                               NODE_ALLOCATABLE, NODE_REQUESTED)
     }
+    from provisioner.model import objects
+
     for obj in provisioners:
-        metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
-        name = metadata.get("name") if isinstance(metadata, Mapping) else None
-        if not isinstance(name, str) or not name:
+        name = objects.name(obj)
+        if not name:
             continue
-        status, spec = obj.get("status") or {}, obj.get("spec") or {}
-        usage = _quantities(status.get("resources") if isinstance(status, Mapping) else None)
-        limits_block = spec.get("limits") if isinstance(spec, Mapping) else None
+        usage = _quantities(objects.status(obj).get("resources"))
+        limits_block = objects.spec(obj).get("limits")
         limits = _quantities(limits_block.get("resources") if isinstance(limits_block, Mapping) else None)
         for resource, amount in usage.items():
             values[PROVISIONER_USAGE._name][(name, resource)] = resource_value(resource, amount)

@@ -310,6 +310,21 @@ def pod_requests(obj: Mapping[str, Any]) -> Resources:
     return total + {PODS: 1}
 
 
+def effective_requests(obj: Mapping[str, Any]) -> Resources:
+    """:func:`pod_requests`, or one ``pods`` slot when the pod's requests cannot be read; never raises.
+
+    What a pod that exists holds on its node: kube-scheduler counts every pod against the
+    node's ``pods`` allocatable, whatever its spec says.
+    """
+    try:
+        return pod_requests(obj)
+    except ValueError:
+        return _ONE_POD
+
+
+_ONE_POD = Resources({PODS: 1})
+
+
 def _node_selector_terms(terms: Any, where: str) -> tuple[Requirements, ...]:
     result = []
     for i, term in enumerate(_list(terms, where)):

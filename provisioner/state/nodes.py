@@ -20,7 +20,8 @@ Rules (and their sources):
   unreadable quantity reads as empty, the reason kept (:attr:`StateNode.allocatable_error`);
 * requested: kube-scheduler's effective requests (:func:`provisioner.scheduling.pods.pod_requests`)
   of the bound pods that have not finished; a pod whose requests cannot be read holds one
-  ``pods`` slot (kube-scheduler counts every pod against the node's pod limit);
+  ``pods`` slot (kube-scheduler counts every pod against the node's pod limit:
+  :func:`provisioner.scheduling.pods.effective_requests`);
 * price: the ``groupless.dev/price-per-hour`` annotation, else (managed nodes) a price lookup;
   expiry: creation time + the Provisioner's ``ttlSecondsUntilExpired``.
 
@@ -46,7 +47,7 @@ from provisioner.model import nominations as nom
 from provisioner.model import objects
 from provisioner.model.pods import is_terminal
 from provisioner.model.quantity import QuantityError, parse_resource_list
-from provisioner.model.resources import EMPTY, PODS, Resources
+from provisioner.model.resources import EMPTY, Resources
 from provisioner.model.taints import (
     Taint,
     decode_taints,
@@ -56,7 +57,7 @@ from provisioner.model.taints import (
     with_cordon,
 )
 from provisioner.scheduling.nodes import ClusterNode
-from provisioner.scheduling.pods import HostPort, Pod, pod_from_manifest, pod_requests
+from provisioner.scheduling.pods import HostPort, Pod, effective_requests, pod_from_manifest
 
 if TYPE_CHECKING:
     from provisioner.api.types import Provisioner
@@ -67,19 +68,8 @@ if TYPE_CHECKING:
 PriceLookup = Callable[[str, str, str], float | None]
 #: A Kubernetes object in wire form (read only here).
 WireObject = Mapping[str, Any]
-#: A pod's requests in core units (see :func:`effective_requests`).
+#: A pod's requests in core units (see :func:`provisioner.scheduling.pods.effective_requests`).
 RequestsOf = Callable[[Mapping[str, Any]], Resources]
-
-_ONE_POD = Resources({PODS: 1})
-
-
-def effective_requests(pod: Mapping[str, Any]) -> Resources:
-    """kube-scheduler's effective requests of a bound pod; one ``pods`` slot when they cannot be read."""
-    try:
-        return pod_requests(pod)
-    except ValueError:
-        return _ONE_POD
-
 
 def _price(value: Any) -> float | None:
     """A USD-per-hour annotation value; None unless a finite number >= 0."""
@@ -242,7 +232,7 @@ def state_node(
 
     ``pods``: the pods bound to the node (finished ones are left out). ``startup_taints`` and
     ``ttl_seconds_until_expired``: its Provisioner's. ``requests_of``: a pod's requests (a
-    cache may stand in for :func:`effective_requests`). Never raises on an odd object.
+    cache may stand in for :func:`~provisioner.scheduling.pods.effective_requests`). Never raises on an odd object.
     """
     name = objects.name(node)
     if not name:
