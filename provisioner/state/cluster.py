@@ -113,7 +113,8 @@ class _PodIndex:
 class Snapshot:
     """One consistent moment of the cluster (see the module docstring on sharing).
 
-    ``nodes``: name -> Node. ``pods``: uid -> Pod (every pod, terminal ones included).
+    ``nodes``: name -> Node. ``pods``: uid -> Pod (every pod, terminal ones included; a manifest
+    without a uid under ``<namespace>/<name>``: :func:`pod_key`).
     ``pods_by_node``: node name -> its non-terminal pods. ``pending_pods``: non-terminal pods
     without ``spec.nodeName`` (the provisioning controller narrows them to provisionable ones).
     ``provisioners``: name -> decoded :class:`Provisioner`; ``provisioner_objects``: name ->
