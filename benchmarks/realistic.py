@@ -32,10 +32,10 @@ from provisioner.api.defaults import default_provisioner
 from provisioner.api.schemas import load_provisioner
 from provisioner.cloudprovider.aws.catalog import instance_types_from_ec2, load_pricing_file
 from provisioner.model.resources import MIB
-from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.instancetypes import InstanceType
-from provisioner.scheduling.pods import pod_from_manifest
-from provisioner.scheduling.solver import SolverInput, solve_first_fit
+from provisioner.scheduling.solver import solve_first_fit
+from provisioner.state.cluster import snapshot_of
+from provisioner.state.solverinput import build_solver_input
 
 REGION = "ap-south-1"
 PRICES = Path(__file__).parent / "fixtures" / "ap-south-1-prices.json"
@@ -110,10 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     types = moto_catalog()
     provisioner = load_provisioner(default_provisioner(WALKTHROUGH_PROVISIONER))
-    pods = [pod_from_manifest(m) for m in workload(args.pods, random.Random(args.seed))]
-    daemonsets = [daemonset_pod(d) for d in DAEMONSETS]
-    given = SolverInput(pods=pods, provisioners=[provisioner], instance_types={"default": types},
-                        daemonsets=daemonsets)
+    manifests = workload(args.pods, random.Random(args.seed))
+    snapshot = snapshot_of(pods=manifests, provisioners=[provisioner], daemonsets=DAEMONSETS)
+    given = build_solver_input(snapshot, {}, manifests, {"default": types}, now=0.0).input
+    pods, daemonsets = list(given.pods), list(given.daemonsets)
     plan, elapsed, peak = timed_solve(given, args.profile)
     placed = [p for n in plan.new_nodes for p in n.pods]
     every_node = daemonsets[0].requests - {"pods": 0}  # the log agent tolerates everything: on every node

@@ -25,8 +25,9 @@ from benchmarks.timing import timed_solve
 from provisioner.api.types import Provisioner, ProvisionerSpec
 from provisioner.model.resources import GIB, MIB, Resources
 from provisioner.scheduling.instancetypes import InstanceType, Offering
-from provisioner.scheduling.pods import pod_from_manifest
-from provisioner.scheduling.solver import SolverInput, solve_first_fit
+from provisioner.scheduling.solver import solve_first_fit
+from provisioner.state.cluster import snapshot_of
+from provisioner.state.solverinput import build_solver_input
 
 LABELS = "abcdefg"
 
@@ -109,9 +110,11 @@ def forced_nodes_bound(pods: list, types: list[InstanceType]) -> float:
 def run(n: int, profile: bool = False, with_ffd: bool = True) -> dict:
     rng = random.Random(42)
     types = fake_instance_types()
-    pods = [pod_from_manifest(m) for m in diverse_pods(n, rng)]
+    manifests = diverse_pods(n, rng)
     provisioner = Provisioner(name="default", spec=ProvisionerSpec())
-    given = SolverInput(pods=pods, provisioners=[provisioner], instance_types={"default": types})
+    snapshot = snapshot_of(pods=manifests, provisioners=[provisioner])
+    given = build_solver_input(snapshot, {}, manifests, {"default": types}, now=0.0).input
+    pods = list(given.pods)
     plan, elapsed, peak = timed_solve(given, profile)
     if plan.unschedulable:
         print(f"  {len(plan.unschedulable)} pods unschedulable, first: {plan.unschedulable[0].reason}")

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from extender.state import EMPTY_STATE, ExtenderState, PriceLookup, SnapshotAdapter
+from provisioner.state.nodes import NodeViews
 
 log = logging.getLogger("groupless.extender")
 
@@ -32,7 +33,8 @@ class LiveState:
     ``own_informers``: True when this process owns the cache (the standalone extender), so
     :meth:`ensure_started` also starts its list+watch threads; False when the controller
     that shares it runs them. ``ready()`` is True once the cache has synced and a state was
-    built from it.
+    built from it. Nodes are read through the cache's :class:`~provisioner.state.nodes.NodeViews`
+    (``cluster.node_views``), so a process decodes each node once for all its readers.
     """
 
     def __init__(
@@ -46,7 +48,10 @@ class LiveState:
         self.cluster = cluster
         self.own_informers = own_informers
         self.min_interval = min_interval
-        self._adapter = SnapshotAdapter(price_of)
+        # the cache's own node views (shared with the metrics and, in the controller, the solver
+        # input); a price lookup of our own needs views of our own
+        shared = getattr(cluster, "node_views", None) if price_of is None else None
+        self._adapter = SnapshotAdapter(price_of, views=shared)
         self._current: ExtenderState = EMPTY_STATE
         self._built = False
         self._build_lock = threading.Lock()
@@ -56,6 +61,11 @@ class LiveState:
         self._pid: int | None = None
         self._unsubscribe: Any = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def node_views(self) -> NodeViews:
+        """The node views the state is built from (the cache's own unless a price lookup was given)."""
+        return self._adapter.views
 
     def __call__(self) -> ExtenderState:
         """The current state (starts the machinery on first use in this process)."""

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from provisioner.model import labels as wk
+from provisioner.model import objects
+from provisioner.model.pods import is_daemonset_pod
 from provisioner.model.requirements import RequirementError, Requirements
-from provisioner.model.resources import PODS, Resources
-from provisioner.scheduling.pods import Toleration, is_daemonset_pod, pod_requests
+from provisioner.model.resources import Resources
+from provisioner.scheduling.pods import Toleration, effective_requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,22 +91,12 @@ def _alternatives(spec: Mapping[str, Any]) -> tuple[Requirements, ...]:
 
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
     """Read a v1.Pod dict into :class:`PodFacts`; never raises on odd content."""
-    metadata = _map(pod.get("metadata"))
-    spec = _map(pod.get("spec"))
-    try:
-        requests = pod_requests(pod)
-    except ValueError:  # a quantity kube-apiserver would not have admitted
-        requests = Resources({PODS: 1})
-    try:
-        daemonset = is_daemonset_pod(pod)
-    except ValueError:
-        daemonset = False
-    namespace = metadata.get("namespace") or "default"
+    spec = objects.spec(pod)
     return PodFacts(
-        uid=str(metadata.get("uid") or f"{namespace}/{metadata.get('name') or ''}"),
-        key=f"{namespace}/{metadata.get('name') or ''}",
-        requests=requests,
+        uid=objects.uid(pod) or objects.key(pod),
+        key=objects.key(pod),
+        requests=effective_requests(pod),  # a quantity kube-apiserver would not admit: one pod slot
         tolerations=_tolerations(spec),
         alternatives=_alternatives(spec),
-        daemonset=daemonset,
+        daemonset=is_daemonset_pod(pod),
     )

@@ -15,20 +15,21 @@ both the in-process extender (fed by the controller's state cache) and the stand
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from provisioner.api.types import Provisioner, Taint
-from provisioner.clock import timestamp
+from provisioner.api.types import Provisioner
 from provisioner.model import labels as wk
 from provisioner.model import nominations as nom
-from provisioner.model.quantity import parse_resource_list
+from provisioner.model import objects
+from provisioner.model.pods import node_name
 from provisioner.model.requirements import Requirements
 from provisioner.model.resources import CPU, MEMORY, PODS, Resources
 from provisioner.model.resources import EMPTY as EMPTY_RESOURCES
-from provisioner.scheduling.pods import is_terminal, pod_requests
+from provisioner.model.taints import Taint
 from provisioner.scheduling.provisioners import provisioner_requirements, provisioner_taints
+from provisioner.state.nodes import NodeViews, PriceLookup, StateNode, state_node
 
 if TYPE_CHECKING:
     from provisioner.state import Snapshot
@@ -51,20 +52,27 @@ MARK_REASONS = {
     MARK_PROVISIONER_DELETED: "node's Provisioner is deleted or being deleted",
 }
 
-#: ``(instance type, capacity type, zone) -> USD per hour or None``: a price lookup the
-#: controller can inject from its instance-type catalog.
-PriceLookup = Callable[[str, str, str], float | None]
+__all__ = [
+    "EMPTY_STATE", "MARK_CORDONED", "MARK_DELETING", "MARK_DISRUPTED", "MARK_PROVISIONER_DELETED", "MARK_REASONS",
+    "PRICE_ANNOTATION", "ExtenderState", "NodeInfo", "PriceLookup", "ProvisionerInfo", "Reservation",
+    "SnapshotAdapter", "build_state", "node_info", "score_row",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class ProvisionerInfo:
-    """What the filter checks of a Provisioner: its requirements (with its labels) and taints."""
+    """What the filter checks of a Provisioner: its requirements (with its labels) and taints.
+
+    ``startup_taints`` and ``ttl_seconds_until_expired`` are what its nodes' views need
+    (:func:`provisioner.state.nodes.state_node`).
+    """
 
     name: str
     requirements: Requirements = field(default_factory=Requirements)
     taints: tuple[Taint, ...] = ()
     ttl_seconds_until_expired: int | None = None
     deleting: bool = False  # metadata.deletionTimestamp is set
+    startup_taints: tuple[Taint, ...] = ()
 
     @classmethod
     def from_provisioner(cls, provisioner: Provisioner) -> ProvisionerInfo:
@@ -84,6 +92,7 @@ class ProvisionerInfo:
             taints=provisioner_taints(provisioner),
             ttl_seconds_until_expired=provisioner.spec.ttl_seconds_until_expired,
             deleting=bool((provisioner.metadata or {}).get("deletionTimestamp")),
+            startup_taints=provisioner.spec.startup_taints,
         )
 
 
@@ -110,6 +119,29 @@ class NodeInfo:
     mark: str | None = None
     price: float | None = None
     expires_at: float | None = None
+
+    @classmethod
+    def from_state_node(cls, view: StateNode) -> NodeInfo:
+        """The extender's reading of the shared node view (:class:`provisioner.state.nodes.StateNode`)."""
+        mark: str | None = None
+        if view.deleting:
+            mark = MARK_DELETING
+        elif view.disrupted:
+            mark = MARK_DISRUPTED
+        elif view.cordoned:
+            mark = MARK_CORDONED
+        return cls(
+            name=view.name,
+            provisioner=view.provisioner,
+            labels=view.labels,
+            taints=view.taints,
+            allocatable=view.allocatable,
+            requested=view.requested,
+            nominations=view.nominations,
+            mark=mark,
+            price=view.price,
+            expires_at=view.expires_at,
+        )
 
 
 #: ``(1/allocatable cpu, 1/allocatable memory, 1/number of those present, requested cpu,
@@ -240,23 +272,6 @@ class ExtenderState:
 EMPTY_STATE = ExtenderState()
 
 
-def _float(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number >= 0 and number == number and number != float("inf") else None
-
-
-def _taints(raw: Any) -> tuple[Taint, ...]:
-    items = raw if isinstance(raw, list) else []
-    return tuple(
-        Taint(key=t["key"], effect=str(t.get("effect") or ""), value=str(t.get("value") or ""))
-        for t in items
-        if isinstance(t, Mapping) and isinstance(t.get("key"), str)
-    )
-
-
 def node_info(
     node: Mapping[str, Any],
     requested: Resources = EMPTY_RESOURCES,
@@ -265,78 +280,31 @@ def node_info(
 ) -> NodeInfo | None:
     """A :class:`NodeInfo` from a v1.Node dict; None when the object has no name.
 
-    ``requested``: what the pods bound to it request (see :func:`bound_requests`).
+    ``requested``: what the pods bound to it request. ``provisioners``: by name, for the
+    node's expiry time. ``price_of``: the price of a managed node without the price annotation.
     """
-    metadata = node.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
-    name = metadata.get("name")
-    if not isinstance(name, str) or not name:
-        return None
-    raw_labels = metadata.get("labels")
-    labels = {str(k): str(v) for k, v in raw_labels.items()} if isinstance(raw_labels, Mapping) else {}
-    raw_annotations = metadata.get("annotations")
-    annotations = raw_annotations if isinstance(raw_annotations, Mapping) else {}
-    spec = node.get("spec")
-    spec = spec if isinstance(spec, Mapping) else {}
-    status = node.get("status")
-    status = status if isinstance(status, Mapping) else {}
-    taints = _taints(spec.get("taints"))
-    try:
-        allocatable = Resources(parse_resource_list(status.get("allocatable") or status.get("capacity") or {}))
-    except (ValueError, TypeError, AttributeError):
-        allocatable = Resources()
-    provisioner = labels.get(wk.PROVISIONER_NAME) or None
-    mark: str | None = None
-    if metadata.get("deletionTimestamp"):
-        mark = MARK_DELETING
-    elif any(t.key == wk.DISRUPTED_TAINT_KEY for t in taints):
-        mark = MARK_DISRUPTED
-    elif spec.get("unschedulable") is True:
-        mark = MARK_CORDONED
-    price = _float(annotations.get(PRICE_ANNOTATION))
-    if price is None and price_of is not None and provisioner is not None:
-        price = price_of(
-            labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.CAPACITY_TYPE, ""), labels.get(wk.ZONE, "")
-        )
-    expires_at: float | None = None
-    info = (provisioners or {}).get(provisioner or "")
-    created = timestamp(metadata.get("creationTimestamp"))
-    if info is not None and info.ttl_seconds_until_expired is not None and created is not None:
-        expires_at = created + info.ttl_seconds_until_expired
-    raw_nominations = annotations.get(wk.NOMINATIONS_ANNOTATION)
-    return NodeInfo(
-        name=name,
-        provisioner=provisioner,
-        labels=labels,
-        taints=taints,
-        allocatable=allocatable,
-        requested=requested,
-        nominations=nom.decode(raw_nominations if isinstance(raw_nominations, str) else None),
-        mark=mark,
-        price=price,
-        expires_at=expires_at,
+    info = (provisioners or {}).get(str(objects.labels(node).get(wk.PROVISIONER_NAME) or ""))
+    view = _view(node, (), info, price_of)
+    return None if view is None else replace(NodeInfo.from_state_node(view), requested=requested)
+
+
+def _view(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], info: ProvisionerInfo | None,
+          price_of: PriceLookup | None) -> StateNode | None:
+    return state_node(
+        node, pods,
+        startup_taints=info.startup_taints if info is not None else (),
+        ttl_seconds_until_expired=info.ttl_seconds_until_expired if info is not None else None,
+        price_of=price_of,
     )
 
 
-def bound_requests(pods: Iterable[Mapping[str, Any]]) -> dict[str, Resources]:
-    """Node name -> what its bound, non-terminated pods request (``pods`` counted).
-
-    A pod whose requests cannot be read counts as one pod slot.
-    """
-    totals: dict[str, Resources] = {}
-    for pod in pods:
-        spec = pod.get("spec")
-        node = spec.get("nodeName") if isinstance(spec, Mapping) else None
-        if not node or not isinstance(node, str):
-            continue
-        try:
-            if is_terminal(pod):
-                continue
-            requests = pod_requests(pod)
-        except ValueError:
-            requests = Resources({PODS: 1})
-        totals[node] = totals.get(node, EMPTY_RESOURCES) + requests
-    return totals
+def _ended(infos: Iterable[NodeInfo], pods: nom.PodsByUID) -> set[str]:
+    """Nominated pod UIDs whose reservation ended by the pod's state (bound, being deleted, absent)."""
+    ended: set[str] = set()
+    for info in infos:
+        if info.nominations.pods:
+            ended |= nom.ended(info.nominations, pods)
+    return ended
 
 
 def build_state(
@@ -350,62 +318,44 @@ def build_state(
 ) -> ExtenderState:
     """An :class:`ExtenderState` from the cluster's objects (v1.Node and v1.Pod dicts).
 
-    Pods serve twice: bound ones add to their node's ``requested``; a nominated pod UID is
-    *ended* when its pod is bound, being deleted, or absent from ``pods`` (deleted).
-    ``existing_provisioners``: see :class:`ExtenderState`.
+    Pods serve twice: bound ones add to their node's ``requested`` (a pod whose requests cannot
+    be read counts as one pod slot); a nominated pod UID is *ended* when its pod is bound, being
+    deleted, or absent from ``pods`` (deleted). ``existing_provisioners``: see :class:`ExtenderState`.
     """
     infos = {
         p.name: p if isinstance(p, ProvisionerInfo) else ProvisionerInfo.from_provisioner(p) for p in provisioners
     }
-    pod_list = list(pods)
-    requested = bound_requests(pod_list)
-    node_infos = [
-        replace(info, requested=requested.get(info.name, Resources()))
-        for info in (node_info(n, Resources(), infos, price_of) for n in nodes)
-        if info is not None
-    ]
-    nominated_uids = {uid for i in node_infos for uid in i.nominations.pods}
-    live: set[str] = set()
-    for pod in pod_list:
-        metadata = pod.get("metadata")
-        spec = pod.get("spec")
-        if not isinstance(metadata, Mapping):
+    # every pod of the list counts (the cache's index would keep one pod per UID)
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    by_uid: dict[str, Mapping[str, Any]] = {}
+    for pod in pods:
+        if not isinstance(pod, Mapping) or not isinstance(pod.get("metadata"), Mapping):
             continue
-        uid = metadata.get("uid")
-        if uid not in nominated_uids:
-            continue
-        bound = isinstance(spec, Mapping) and bool(spec.get("nodeName"))
-        if not bound and not metadata.get("deletionTimestamp"):
-            live.add(str(uid))
-    return ExtenderState(node_infos, infos.values(), nominated_uids - live, version=version,
+        by_uid[objects.uid(pod)] = pod
+        if node_name(pod):
+            by_node.setdefault(node_name(pod), []).append(pod)
+    node_infos = []
+    for node in nodes:
+        info = infos.get(str(objects.labels(node).get(wk.PROVISIONER_NAME) or ""))
+        view = _view(node, by_node.get(objects.name(node), ()), info, price_of)
+        if view is not None:
+            node_infos.append(NodeInfo.from_state_node(view))
+    return ExtenderState(node_infos, infos.values(), _ended(node_infos, by_uid), version=version,
                          existing_provisioners=existing_provisioners)
 
 
 class SnapshotAdapter:
-    """Builds :class:`ExtenderState` from :class:`provisioner.state.Snapshot`, reusing unchanged nodes.
+    """Builds :class:`ExtenderState` from :class:`provisioner.state.Snapshot` through the shared node views.
 
-    Why incremental: the cache replaces an object on every change and never mutates one, so a
-    node whose object and pod objects are the very same as last time has the same
+    The views (:class:`provisioner.state.nodes.NodeViews`: the cluster state cache's own, so the
+    controller process decodes each node once for the extender, the metrics and the solver)
+    reuse a node's view while its objects are the same; an unchanged view keeps its
     :class:`NodeInfo`. A rebuild after one pod binds then re-reads one node, not 5,000.
     """
 
-    def __init__(self, price_of: PriceLookup | None = None) -> None:
-        self.price_of = price_of
-        self._nodes: dict[str, tuple[object, tuple[object, ...], object, NodeInfo]] = {}
-        self._requests: dict[str, tuple[object, Resources]] = {}
-
-    def _pod_requests(self, pod: Mapping[str, Any]) -> Resources:
-        metadata = pod.get("metadata")
-        uid = str(metadata.get("uid") or "") if isinstance(metadata, Mapping) else ""
-        cached = self._requests.get(uid)
-        if cached is not None and cached[0] is pod:
-            return cached[1]
-        try:
-            requests = pod_requests(pod)
-        except ValueError:
-            requests = Resources({PODS: 1})
-        self._requests[uid] = (pod, requests)
-        return requests
+    def __init__(self, price_of: PriceLookup | None = None, views: NodeViews | None = None) -> None:
+        self.views = views if views is not None else NodeViews(price_of)
+        self._infos: dict[str, tuple[StateNode, NodeInfo]] = {}
 
     def build(self, snapshot: Snapshot, version: object = None) -> ExtenderState:
         """The state of one :class:`provisioner.state.Snapshot` (the cache's consistent view)."""
@@ -414,31 +364,12 @@ class SnapshotAdapter:
         listed = "Provisioner" in snapshot.resource_versions
         existing = set(snapshot.provisioner_objects) | set(provisioners) if listed else None
         infos: list[NodeInfo] = []
-        kept: dict[str, tuple[object, tuple[object, ...], object, NodeInfo]] = {}
-        for name, node in snapshot.nodes.items():
-            pods = tuple(snapshot.pods_on(name))
-            label = ((node.get("metadata") or {}).get("labels") or {}).get(wk.PROVISIONER_NAME)
-            provisioner = snapshot.provisioners.get(label) if label else None
-            previous = self._nodes.get(name)
-            if (previous is not None and previous[0] is node and previous[2] is provisioner
-                    and len(previous[1]) == len(pods) and all(a is b for a, b in zip(previous[1], pods, strict=True))):
-                info = previous[3]
-            else:
-                requested = Resources.sum(self._pod_requests(p) for p in pods)
-                built = node_info(node, requested, provisioners, self.price_of)
-                if built is None:
-                    continue
-                info = built
-            kept[name] = (node, pods, provisioner, info)
+        kept: dict[str, tuple[StateNode, NodeInfo]] = {}
+        for name, view in self.views.nodes(snapshot).items():
+            previous = self._infos.get(name)
+            info = previous[1] if previous is not None and previous[0] is view else NodeInfo.from_state_node(view)
+            kept[name] = (view, info)
             infos.append(info)
-        self._nodes = kept
-        live_uids = {uid for uid in self._requests if uid in snapshot.pods}
-        self._requests = {uid: self._requests[uid] for uid in live_uids}
-        ended: set[str] = set()
-        for info in infos:
-            for uid in info.nominations.pods:
-                pod = snapshot.pods.get(uid)
-                if pod is None or (pod.get("spec") or {}).get("nodeName") or (pod.get("metadata") or {}).get(
-                        "deletionTimestamp"):
-                    ended.add(uid)
-        return ExtenderState(infos, provisioners.values(), ended, version=version, existing_provisioners=existing)
+        self._infos = kept
+        return ExtenderState(infos, provisioners.values(), _ended(infos, snapshot.pods), version=version,
+                             existing_provisioners=existing)

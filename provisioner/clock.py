@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
+
+# Kubernetes timestamps are read and written in the model; re-exported for the processes' code.
+from provisioner.model.timestamps import parse_rfc3339, rfc3339, timestamp
+
+__all__ = ["Clock", "FakeClock", "RealClock", "parse_rfc3339", "rfc3339", "timestamp"]
 
 
 class Clock(Protocol):
@@ -57,26 +61,3 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         with self._lock:
             self._now += max(0.0, seconds)
-
-
-def rfc3339(epoch_seconds: float) -> str:
-    """``2026-01-01T00:00:00Z`` for an epoch time (Kubernetes' timestamp form, whole seconds)."""
-    return datetime.fromtimestamp(int(epoch_seconds), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_rfc3339(value: str) -> float:
-    """Epoch seconds of a Kubernetes timestamp (``...Z`` or with an offset); ValueError if malformed."""
-    text = value.strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    return datetime.fromisoformat(text).timestamp()
-
-
-def timestamp(value: Any) -> float | None:
-    """Epoch seconds of an RFC3339 string; ``None`` when absent or malformed."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return parse_rfc3339(value)
-    except ValueError:
-        return None

@@ -28,9 +28,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Counter, Gauge, Histogram
+
+if TYPE_CHECKING:
+    from provisioner.state.nodes import StateNode
 
 NAMESPACE = "groupless"
 
@@ -232,59 +235,41 @@ def outcome_of(error: BaseException | None) -> str:
 _gauge_lock = threading.Lock()
 #: Label tuples each state gauge was last set for, so series of deleted objects are removed.
 _live_series: dict[str, set[tuple[str, ...]]] = {}
-#: Effective requests by pod (uid, resourceVersion): a pod's spec is parsed once, not per scrape.
-_requests_cache: dict[tuple[str, str], dict[str, int]] = {}
 
 
 def _quantities(resources: Any) -> dict[str, int]:
-    """``{"cpu": "4", "memory": "30310Mi"}`` -> core units; unreadable entries are skipped."""
-    from provisioner.model.quantity import QuantityError, parse_quantity
+    """``{"cpu": "4", "memory": "30310Mi"}`` -> core units; unreadable entries are skipped, zeros kept."""
+    from provisioner.model.quantity import readable_resource_list
 
-    result: dict[str, int] = {}
-    if isinstance(resources, Mapping):
-        for name, value in resources.items():
-            try:
-                result[str(name)] = parse_quantity(value, str(name))
-            except (QuantityError, TypeError, ValueError):
-                continue
-    return result
+    return readable_resource_list(resources)
 
 
-def update_cluster_gauges(
-    nodes: Iterable[Mapping[str, Any]],
-    pods_by_node: Mapping[str, Iterable[Mapping[str, Any]]],
-    provisioners: Iterable[Mapping[str, Any]],
-) -> None:
-    """Set the per-Provisioner and per-node gauges from Kubernetes objects, dropping stale series.
+def update_cluster_gauges(nodes: Iterable[StateNode], provisioners: Iterable[Mapping[str, Any]]) -> None:
+    """Set the per-Provisioner and per-node gauges, dropping stale series.
 
     - ``provisioners``: Provisioner objects; ``status.resources`` -> :data:`PROVISIONER_USAGE`,
       ``spec.limits.resources`` -> :data:`PROVISIONER_LIMIT` and :data:`PROVISIONER_USAGE_RATIO`
       (usage / limit; ``+Inf`` when the limit is 0 and something is used).
-    - ``nodes``: Node objects; only nodes labelled ``karpenter.sh/provisioner-name`` (launched by
-      Groupless) are exported: ``status.allocatable`` -> :data:`NODE_ALLOCATABLE`, the summed
-      effective requests (kube-scheduler's rules, DaemonSet pods included, finished pods
-      excluded) of ``pods_by_node[name]`` -> :data:`NODE_REQUESTED`.
+    - ``nodes``: the node views of a snapshot (:meth:`provisioner.state.nodes.NodeViews.nodes`);
+      only nodes Groupless launched (labelled ``karpenter.sh/provisioner-name``) are exported:
+      their allocatable -> :data:`NODE_ALLOCATABLE`, what their bound pods request
+      (kube-scheduler's effective requests, DaemonSet pods included, finished pods excluded)
+      -> :data:`NODE_REQUESTED`.
 
-    Call it after each resync of the cluster cache (the controller) or periodically; one pass,
-    and a pod's requests are parsed once per (uid, resourceVersion). Series of objects no
-    longer given are removed. Odd objects never raise.
+    Series of objects no longer given are removed. Odd objects never raise.
     """
-    from provisioner.model.labels import PROVISIONER_NAME
-    from provisioner.scheduling.pods import is_terminal, pod_requests
-
-    seen_requests: dict[tuple[str, str], dict[str, int]] = {}
     values: dict[str, dict[tuple[str, ...], float]] = {
         g._name: {} for g in (PROVISIONER_USAGE, PROVISIONER_LIMIT, PROVISIONER_USAGE_RATIO,
                               NODE_ALLOCATABLE, NODE_REQUESTED)
     }
+    from provisioner.model import objects
+
     for obj in provisioners:
-        metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
-        name = metadata.get("name") if isinstance(metadata, Mapping) else None
-        if not isinstance(name, str) or not name:
+        name = objects.name(obj)
+        if not name:
             continue
-        status, spec = obj.get("status") or {}, obj.get("spec") or {}
-        usage = _quantities(status.get("resources") if isinstance(status, Mapping) else None)
-        limits_block = spec.get("limits") if isinstance(spec, Mapping) else None
+        usage = _quantities(objects.status(obj).get("resources"))
+        limits_block = objects.spec(obj).get("limits")
         limits = _quantities(limits_block.get("resources") if isinstance(limits_block, Mapping) else None)
         for resource, amount in usage.items():
             values[PROVISIONER_USAGE._name][(name, resource)] = resource_value(resource, amount)
@@ -294,37 +279,13 @@ def update_cluster_gauges(
             ratio = used / limit if limit else (float("inf") if used else 0.0)
             values[PROVISIONER_USAGE_RATIO._name][(name, resource)] = ratio
     for node in nodes:
-        metadata = node.get("metadata") if isinstance(node, Mapping) else None
-        if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
+        if node.provisioner is None:
             continue
-        labels = metadata.get("labels") or {}
-        owner = labels.get(PROVISIONER_NAME) if isinstance(labels, Mapping) else None
-        if not isinstance(owner, str) or not owner:
-            continue
-        node_name = metadata["name"]
-        status = node.get("status") or {}
-        for resource, amount in _quantities(status.get("allocatable") if isinstance(status, Mapping) else None).items():
-            values[NODE_ALLOCATABLE._name][(node_name, owner, resource)] = resource_value(resource, amount)
-        requested: dict[str, int] = {}
-        for pod in pods_by_node.get(node_name, ()):
-            try:
-                if is_terminal(pod):
-                    continue
-                pod_meta = pod.get("metadata") or {}
-                key = (str(pod_meta.get("uid") or ""), str(pod_meta.get("resourceVersion") or ""))
-                amounts = _requests_cache.get(key) if all(key) else None
-                if amounts is None:
-                    amounts = dict(pod_requests(pod))
-                seen_requests[key] = amounts
-                for resource, amount in amounts.items():
-                    requested[resource] = requested.get(resource, 0) + amount
-            except (ValueError, TypeError, AttributeError):
-                continue  # a malformed pod is skipped, never fatal
-        for resource, amount in requested.items():
-            values[NODE_REQUESTED._name][(node_name, owner, resource)] = resource_value(resource, amount)
+        for resource, amount in node.allocatable.items():
+            values[NODE_ALLOCATABLE._name][(node.name, node.provisioner, resource)] = resource_value(resource, amount)
+        for resource, amount in node.requested.items():
+            values[NODE_REQUESTED._name][(node.name, node.provisioner, resource)] = resource_value(resource, amount)
     with _gauge_lock:
-        _requests_cache.clear()  # keep only the pods of this pass: bounded by the cluster
-        _requests_cache.update((k, v) for k, v in seen_requests.items() if all(k))
         for gauge in (PROVISIONER_USAGE, PROVISIONER_LIMIT, PROVISIONER_USAGE_RATIO, NODE_ALLOCATABLE, NODE_REQUESTED):
             current = values[gauge._name]
             for labels_tuple, value in current.items():
@@ -405,13 +366,17 @@ def on_scrape(hook: Callable[[], None]) -> Callable[[], None]:
 def track_cluster_state(state: Any) -> Callable[[], None]:
     """Refresh the state gauges from ``state.snapshot()`` at every scrape.
 
-    ``state``: anything whose ``snapshot()`` has ``nodes`` (name -> Node), ``pods_by_node``
-    (name -> pods) and ``provisioner_objects`` (name -> Provisioner), such as
-    :class:`provisioner.state.ClusterState`. The controller calls this once at start-up.
-    When the snapshot's ``resource_versions`` (kind -> last version seen) did not move since the
-    previous scrape, the refresh is skipped.
+    ``state``: a :class:`provisioner.state.ClusterState` (anything whose ``snapshot()`` is a
+    :class:`~provisioner.state.cluster.Snapshot`); nodes are read through its ``node_views``
+    (the views the extender and the provisioning controller share), or views of our own.
+    The controller calls this once at start-up. When the snapshot's ``resource_versions``
+    (kind -> last version seen) did not move since the previous scrape, the refresh is skipped.
     Returns the unregister function of :func:`on_scrape`.
     """
+    from provisioner.state.nodes import NodeViews
+
+    shared = getattr(state, "node_views", None)
+    views = shared if isinstance(shared, NodeViews) else NodeViews()
     last: list[Any] = [None]
 
     def refresh() -> None:
@@ -419,8 +384,7 @@ def track_cluster_state(state: Any) -> Callable[[], None]:
         versions = getattr(snapshot, "resource_versions", None)
         if versions and versions == last[0]:
             return  # nothing changed since the last scrape: the gauges are current
-        update_cluster_gauges(snapshot.nodes.values(), snapshot.pods_by_node,
-                              snapshot.provisioner_objects.values())
+        update_cluster_gauges(views.nodes(snapshot).values(), snapshot.provisioner_objects.values())
         last[0] = dict(versions) if versions else None
 
     return on_scrape(refresh)

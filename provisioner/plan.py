@@ -26,6 +26,7 @@ import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,19 +35,11 @@ from typing import Any
 import yaml
 
 from provisioner.api.types import Provisioner
-from provisioner.model.resources import Resources
-from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.instancetypes import InstanceType
-from provisioner.scheduling.nodes import ClusterNode, node_from_manifest, resource_list
-from provisioner.scheduling.pods import (
-    Pod,
-    is_daemonset_pod,
-    is_static_pod,
-    is_terminal,
-    pod_from_manifest,
-)
 from provisioner.scheduling.solver import Plan, SolverInput, solve
-from provisioner.scheduling.volumes import volume_requirements
+from provisioner.state.cluster import snapshot_of
+from provisioner.state.nodes import NodeViews
+from provisioner.state.solverinput import build_solver_input, provisionable_pods
 
 #: Kinds read for the plan.
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
@@ -489,39 +482,29 @@ def _print_warnings(warnings: Sequence[str]) -> None:
 
 
 # ----------------------------------------------------------------------------- planning
-def build_input(inputs: Inputs, catalog: Mapping[str, Sequence[InstanceType]]) -> SolverInput:
-    """The solver input: pending pods, DaemonSets, nodes and limits usage from ``inputs``."""
-    pending: list[Pod] = []
-    for obj in inputs.pods:
-        spec = obj.get("spec") or {}
-        if spec.get("nodeName") or is_daemonset_pod(obj) or is_static_pod(obj) or is_terminal(obj):
-            continue
-        where = inputs.where.get(id(obj), "input")
-        try:
-            reqs = volume_requirements(obj, inputs.pvcs, inputs.pvs, inputs.storage_classes)
-            pending.append(pod_from_manifest(obj, reqs))
-        except ValueError as error:
-            raise PlanInputError(f"{where}: {_named('Pod', obj)}: {error}") from error
-    daemonsets = []
-    for ds in inputs.daemonsets:
-        try:
-            daemonsets.append(daemonset_pod(ds))
-        except ValueError as error:
-            raise PlanInputError(f"{inputs.where.get(id(ds), 'input')}: {_named('DaemonSet', ds)}: "
-                                 f"{error}") from error
-    nodes: list[ClusterNode] = []
-    usage: dict[str, Resources] = {}
-    for node in inputs.nodes:
-        try:
-            cluster_node = node_from_manifest(node, inputs.pods)
-        except ValueError as error:
-            raise PlanInputError(f"{_named('Node', node)}: {error}") from error
-        nodes.append(cluster_node)
-        if cluster_node.provisioner:
-            capacity = resource_list((node.get("status") or {}).get("capacity"), "status.capacity")
-            usage[cluster_node.provisioner] = usage.get(cluster_node.provisioner, Resources()) + capacity
-    return SolverInput(pods=pending, provisioners=inputs.provisioners, instance_types=catalog, nodes=nodes,
-                       daemonsets=daemonsets, provisioner_usage=usage)
+def build_input(inputs: Inputs, catalog: Mapping[str, Sequence[InstanceType]], now: float | None = None) -> SolverInput:
+    """The solver input from ``inputs``, by the provisioning controller's rules (:mod:`provisioner.state.solverinput`).
+
+    The manifests become a :class:`~provisioner.state.cluster.Snapshot`; the pods to plan for
+    are those the controller would provision for, kube-scheduler's verdict aside (a dry run's
+    pods have never been scheduled). ``now``: epoch seconds for the nominations' deadlines
+    (default: the wall clock). Raises PlanInputError naming the first object that cannot be read.
+    """
+    taken_at = time.time() if now is None else now
+    snapshot = snapshot_of(
+        nodes=inputs.nodes, pods=inputs.pods, provisioners=inputs.provisioners, daemonsets=inputs.daemonsets,
+        persistent_volumes=inputs.pvs, persistent_volume_claims=inputs.pvcs, storage_classes=inputs.storage_classes,
+        taken_at=taken_at,
+    )
+    views = NodeViews().nodes(snapshot)
+    pending = provisionable_pods(snapshot, views, taken_at, candidates=inputs.pods, require_unschedulable=False)
+    built = build_solver_input(snapshot, views, pending, catalog, now=taken_at,
+                               provisioners={p.name: p for p in inputs.provisioners})
+    for refused in built.refused:
+        where = inputs.where.get(id(refused.obj))
+        prefix = f"{where}: " if where else ""
+        raise PlanInputError(f"{prefix}{_named(refused.kind, refused.obj)}: {refused.reason}")
+    return built.input
 
 
 def plan_to_json(plan: Plan, catalog: Catalog | None = None) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from typing import Any
 
 from provisioner.model.labels import PROVISIONER_NAME
 from provisioner.model.quantity import parse_resource_list
+from provisioner.model.resources import Resources
+from provisioner.model.taints import Taint as Taint  # the value type lives with the other taint rules
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,21 +26,6 @@ class NodeSelectorRequirement:
     key: str
     operator: str
     values: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    """A node taint; ``effect`` is NoSchedule, PreferNoSchedule or NoExecute."""
-
-    key: str
-    effect: str
-    value: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        result = {"key": self.key, "effect": self.effect}
-        if self.value:
-            result["value"] = self.value
-        return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +103,10 @@ class Limits:
 
     resources: tuple[tuple[str, str], ...] = ()
 
-    def parsed(self) -> dict[str, int]:
+    def parsed(self) -> Resources:
         """The limits in core units: cpu in milli-CPU, memory and storage in bytes, counts as counts.
 
-        ``(("cpu", "1000"), ("memory", "1Ti"))`` -> ``{"cpu": 1000000, "memory": 1099511627776}``.
+        ``(("cpu", "1000"), ("memory", "1Ti"))`` -> ``Resources(cpu=1000000, memory=1099511627776)``.
         Raises QuantityError naming the resource (a decoded Provisioner's quantities always parse).
         """
         return parse_resource_list(dict(self.resources))

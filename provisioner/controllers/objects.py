@@ -6,8 +6,9 @@ patch what they read. These helpers never raise on odd objects: a missing field 
 
 Sources for the pod classes: Karpenter v0.6.3 ``pkg/utils/pod`` (``IsOwnedByDaemonSet``,
 ``IsOwnedByNode``, ``IsTerminal``, ``IsTerminating``, ``ToleratesUnschedulableTaint``); the
-DaemonSet/static/terminal rules are the solver's own (:mod:`provisioner.scheduling.pods`), so
-the provisioning engine and the lifecycle controllers classify pods alike.
+DaemonSet/static/terminal rules are :mod:`provisioner.model.pods`, so the provisioning engine,
+the extender and the lifecycle controllers classify pods alike. The metadata accessors are
+:mod:`provisioner.model.objects`'s, re-exported here under the names the controllers use.
 """
 
 from __future__ import annotations
@@ -18,13 +19,36 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from provisioner.clock import Clock, timestamp
+from provisioner.clock import Clock
 from provisioner.cloudprovider.types import CloudProvider
 from provisioner.kube.api import KubeAPI, NotFoundError, Object
+from provisioner.model import pods
+from provisioner.model import taints as model_taints
 from provisioner.model.labels import DO_NOT_EVICT_ANNOTATION, PROVISIONER_NAME
-from provisioner.scheduling import pods as podspec
+
+# The wire accessors every part shares, under the names the lifecycle controllers call them by.
+from provisioner.model.objects import annotations_of as annotations_of
+from provisioner.model.objects import created_at as created_at
+from provisioner.model.objects import deleting, spec
+from provisioner.model.objects import is_ready as is_ready
+from provisioner.model.objects import labels as labels
+from provisioner.model.objects import meta as meta
+from provisioner.model.objects import name as name
+from provisioner.model.objects import namespace as namespace
+from provisioner.model.objects import owner_kinds as owner_kinds
+from provisioner.model.objects import owner_references as owner_references
+from provisioner.model.objects import provider_id as provider_id
+from provisioner.model.objects import ready_since as ready_since
+from provisioner.model.objects import ref as ref
+from provisioner.model.pods import is_daemonset_pod as is_daemonset_pod
+from provisioner.model.pods import is_static_pod as is_static_pod
+from provisioner.model.pods import is_terminal as is_terminal
+from provisioner.model.taints import UNSCHEDULABLE_TAINT_KEY
 
 log = logging.getLogger(__name__)
+
+#: Being deleted: ``metadata.deletionTimestamp`` is set (:func:`provisioner.model.objects.deleting`).
+is_deleting = deleting
 
 #: Why a controller tainted a node ``karpenter.sh/disrupted`` (set with the taint, in one write):
 #: ``provisioner-deleted`` (ownership), ``emptiness`` (emptiness). Expiration taints without it.
@@ -36,7 +60,6 @@ REASON_PROVISIONER_DELETED = "provisioner-deleted"
 REASON_EMPTINESS = "emptiness"
 
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
-UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
 
 
 class EventSink(Protocol):
@@ -160,12 +183,7 @@ def _older(cached: Object, written: Object) -> bool:
         return False
 
 
-# ---- metadata ---------------------------------------------------------------------------------
-
-def meta(obj: Object) -> dict[str, Any]:
-    value = obj.get("metadata")
-    return value if isinstance(value, dict) else {}
-
+# ---- metadata ----------------------------------------------------------------------------------
 
 def guarded(obj: Object, patch: dict[str, Any]) -> dict[str, Any]:
     """``patch`` (a JSON merge patch) made conditional on ``obj``'s resourceVersion, when it has one.
@@ -180,45 +198,6 @@ def guarded(obj: Object, patch: dict[str, Any]) -> dict[str, Any]:
     return patch
 
 
-def name(obj: Object) -> str:
-    return str(meta(obj).get("name") or "")
-
-
-def namespace(obj: Object) -> str:
-    return str(meta(obj).get("namespace") or "")
-
-
-def ref(obj: Object) -> str:
-    """``ns/name`` for namespaced objects, ``name`` otherwise."""
-    ns = namespace(obj)
-    return f"{ns}/{name(obj)}" if ns else name(obj)
-
-
-def labels(obj: Object) -> dict[str, str]:
-    value = meta(obj).get("labels")
-    return value if isinstance(value, dict) else {}
-
-
-def annotations_of(obj: Object) -> dict[str, str]:
-    value = meta(obj).get("annotations")
-    return value if isinstance(value, dict) else {}
-
-
-def created_at(obj: Object) -> float | None:
-    return timestamp(meta(obj).get("creationTimestamp"))
-
-
-def is_deleting(obj: Object) -> bool:
-    return bool(meta(obj).get("deletionTimestamp"))
-
-
-def owner_kinds(obj: Object) -> set[str]:
-    owners = meta(obj).get("ownerReferences")
-    if not isinstance(owners, list):
-        return set()
-    return {str(o.get("kind")) for o in owners if isinstance(o, dict)}
-
-
 # ---- nodes ------------------------------------------------------------------------------------
 
 def provisioner_of(node: Object) -> str | None:
@@ -227,17 +206,15 @@ def provisioner_of(node: Object) -> str | None:
     return value or None
 
 
-def provider_id(node: Object) -> str:
-    return str((node.get("spec") or {}).get("providerID") or "")
-
-
 def taints(node: Object) -> list[dict[str, Any]]:
+    """``spec.taints`` as the wire list (to write back with one entry added or removed); odd entries dropped."""
     value = (node.get("spec") or {}).get("taints")
     return [t for t in value if isinstance(t, dict)] if isinstance(value, list) else []
 
 
 def has_taint(node: Object, key: str) -> bool:
-    return any(t.get("key") == key for t in taints(node))
+    """The Node has a taint with ``key`` (:func:`provisioner.model.taints.has_taint`)."""
+    return model_taints.has_taint(model_taints.readable_taints(spec(node).get("taints")), key)
 
 
 def disruption_reason(node: Object) -> str | None:
@@ -246,56 +223,9 @@ def disruption_reason(node: Object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def ready_condition(node: Object) -> dict[str, Any] | None:
-    conditions = (node.get("status") or {}).get("conditions")
-    if not isinstance(conditions, list):
-        return None
-    for condition in conditions:
-        if isinstance(condition, dict) and condition.get("type") == "Ready":
-            return condition
-    return None
-
-
-def is_ready(node: Object) -> bool:
-    """The kubelet reports condition Ready=True."""
-    condition = ready_condition(node)
-    return condition is not None and condition.get("status") == "True"
-
-
-def ready_since(node: Object) -> float | None:
-    """When Ready last turned True (``lastTransitionTime``), ``None`` if not Ready or unknown."""
-    condition = ready_condition(node)
-    if condition is None or condition.get("status") != "True":
-        return None
-    return timestamp(condition.get("lastTransitionTime"))
-
-
-# ---- pods -------------------------------------------------------------------------------------
-
-def _safely(check: Callable[[Object], bool], pod: Object) -> bool:
-    try:
-        return check(pod)
-    except ValueError:  # a malformed field reads as "no": skip rather than crash
-        return False
-
-
-def is_daemonset_pod(pod: Object) -> bool:
-    """Owned by a DaemonSet (the solver's rule, :func:`provisioner.scheduling.pods.is_daemonset_pod`)."""
-    return _safely(podspec.is_daemonset_pod, pod)
-
-
-def is_static_pod(pod: Object) -> bool:
-    """A static/mirror pod: owned by its Node, or carrying the kubelet's mirror annotation."""
-    return _safely(podspec.is_static_pod, pod)
-
-
-def is_terminal(pod: Object) -> bool:
-    """Phase Succeeded or Failed: the pod holds nothing any more."""
-    return _safely(podspec.is_terminal, pod)
-
-
 def is_terminating(pod: Object) -> bool:
-    return is_deleting(pod)
+    """Being deleted (:func:`provisioner.model.pods.is_deleting`)."""
+    return pods.is_deleting(pod)
 
 
 def tolerates_unschedulable(pod: Object) -> bool:

@@ -56,8 +56,7 @@ class OwnershipController:
             return Result.done()
         provisioner = get_provisioner(self.ctx, node, live=True)
         name = objects.name(node)
-        refs = objects.meta(node).get("ownerReferences")
-        refs = [r for r in refs if isinstance(r, dict)] if isinstance(refs, list) else []
+        refs = objects.owner_references(node)
         uid = objects.meta(provisioner).get("uid") if provisioner is not None else None
         stale = any(r.get("kind") == KIND and r.get("name") == owner_name and uid and r.get("uid") != uid for r in refs)
         if provisioner is None or objects.is_deleting(provisioner) or stale:

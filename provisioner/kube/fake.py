@@ -57,6 +57,7 @@ from provisioner.kube.api import (
     resource_for,
 )
 from provisioner.kube.selectors import parse_selector, selector_matches
+from provisioner.model.pods import is_terminal, phase
 
 #: Kinds whose ``status`` is a subresource on a real API server.
 STATUS_SUBRESOURCE_KINDS = frozenset(
@@ -509,7 +510,7 @@ class FakeKubeAPI:
             if k == "Pod"
             and pns == ns
             and selector_matches(selector, o["metadata"].get("labels"))
-            and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and not is_terminal(o)
         ]
         healthy = sum(1 for p in pods if pod_is_healthy(p))
         expected = self._expected_pods.get((ns, pdb["metadata"]["name"]), len(pods))
@@ -540,12 +541,7 @@ class FakeKubeAPI:
         with self._lock:
             self._record("evict", "Pod", name)
             key, pod = self._existing_locked("Pod", name, namespace)
-            phase = (pod.get("status") or {}).get("phase")
-            if not pod["metadata"].get("deletionTimestamp") and phase not in (
-                "Pending",
-                "Succeeded",
-                "Failed",
-            ):
+            if not pod["metadata"].get("deletionTimestamp") and not is_terminal(pod) and phase(pod) != "Pending":
                 labels = pod["metadata"].get("labels") or {}
                 pdbs = [
                     o

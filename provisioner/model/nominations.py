@@ -14,8 +14,18 @@ annotation ``groupless.dev/nominations`` (:data:`provisioner.model.labels.NOMINA
 
 ``requests`` are integers in the core's units (cpu in milli-CPU, memory and storage in bytes,
 everything else a count). The provisioning controller writes and prunes it; the extender reads
-it and keeps the reserved capacity for the nominated pods. A reservation ends when its pod is
-bound (to any node), the pod is deleted, or the deadline passes (:func:`active`).
+it and keeps the reserved capacity for the nominated pods; the solver counts it as used room.
+
+The lifecycle, for every reader (each needs only the pods by UID):
+
+* a reservation **holds room** (:func:`held`) while its pod exists, is not bound (to any node),
+  is not being deleted, and the deadline has not passed; :func:`ended` names the pods whose
+  state ended it, the deadline aside;
+* an entry **may be pruned** from the annotation (:func:`pruned`) once its pod is gone, or has
+  been bound for :data:`BIND_GRACE_SECONDS`, or the deadline passed;
+* a nominated pod is **displaced** (:func:`displaced`) when the node no longer has room for it
+  beside the pods bound there: its nomination ends and it needs capacity again;
+* each nominated pod holds one ``pods`` slot (:func:`with_pod_slot`), like a bound one.
 
 The annotation is user-visible and editable, so :func:`decode` never raises: a malformed value
 reads as "no reservation" (the safe default: the node is simply unreserved) and the reason is
@@ -32,8 +42,9 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
+from provisioner.model import pods as podstate
 from provisioner.model.quantity import QuantityError, parse_quantity
-from provisioner.model.resources import Resources
+from provisioner.model.resources import PODS, Resources
 
 
 class NominationsError(ValueError):
@@ -206,15 +217,102 @@ def active(nominations: Nominations, now: float, bound_or_deleted_uids: Collecti
     return Nominations(deadline=nominations.deadline, pods=pods)
 
 
-def reserved(nominations: Nominations) -> Resources:
-    """What the nominated pods request in total (core units), one ``pods`` slot each.
+def with_pod_slot(requests: Resources) -> Resources:
+    """``requests`` plus one ``pods`` slot when they name none: what a nominated pod holds on its node.
 
-    A pod's slot is counted once: added when its ``requests`` do not name ``pods`` already.
+    kube-scheduler charges every pod one slot of the node's ``pods`` allocatable; the controller
+    writes requests with their slot (:func:`provisioner.scheduling.pods.pod_requests`), a
+    hand-edited entry may lack it.
     """
-    return Resources.sum(
-        entry.requests if entry.requests.get("pods") else entry.requests + {"pods": 1}
-        for entry in nominations.pods.values()
-    )
+    return requests if requests.get(PODS) else requests + {PODS: 1}
+
+
+def reserved(nominations: Nominations) -> Resources:
+    """What the nominated pods request in total (core units), one ``pods`` slot each (:func:`with_pod_slot`)."""
+    return Resources.sum(with_pod_slot(entry.requests) for entry in nominations.pods.values())
+
+
+#: Seconds a nomination outlives its pod's binding. The extender learns of bindings and of
+#: nomination changes through two different watches (Pods, Nodes); were a nomination pruned the
+#: moment the pod binds, an extender that has seen the pruned annotation but not yet the binding
+#: would count the pod nowhere and offer its room to another pod (seen in the 200-pod e2e burst:
+#: the last pods nominated to a node no longer fitted on it). While both are visible the extender
+#: counts the pod once, as bound (:func:`held` leaves bound pods out).
+BIND_GRACE_SECONDS = 30.0
+
+#: Pod UID -> pod object (wire form), e.g. :attr:`provisioner.state.cluster.Snapshot.pods`.
+PodsByUID = Mapping[str, Mapping[str, Any]]
+
+
+def ended(nominations: Nominations, pods: PodsByUID) -> frozenset[str]:
+    """UIDs of nominated pods whose reservation their pod's state ended, the deadline aside.
+
+    Ended: the pod is absent from ``pods`` (deleted), bound (to any node), or being deleted.
+    """
+    gone = set()
+    for uid in nominations.pods:
+        pod = pods.get(uid)
+        if pod is None or podstate.is_bound(pod) or podstate.is_deleting(pod):
+            gone.add(uid)
+    return frozenset(gone)
+
+
+def held(nominations: Nominations, pods: PodsByUID, now: float) -> Nominations:
+    """The reservations holding room at ``now`` (epoch seconds).
+
+    A reservation holds while its pod exists, is not bound, is not being deleted, and ``now``
+    is before the deadline (:func:`ended`, :func:`active`).
+    """
+    return active(nominations, now, ended(nominations, pods))
+
+
+def pruned(
+    nominations: Nominations, pods: PodsByUID, now: float, bind_grace: float = BIND_GRACE_SECONDS
+) -> Nominations:
+    """What the annotation keeps at ``now``: entries that may no longer be pruned.
+
+    An entry is pruned once its pod is absent from ``pods``, or has been bound for at least
+    ``bind_grace`` seconds (from its ``PodScheduled=True`` transition; a bound pod without one
+    at once); every entry once the deadline passed. A pod being deleted keeps its entry until it
+    is gone (it holds no room meanwhile: :func:`held`).
+    """
+    gone = set()
+    for uid in nominations.pods:
+        pod = pods.get(uid)
+        if pod is None:
+            gone.add(uid)
+        elif podstate.is_bound(pod):
+            since = podstate.bound_since(pod)
+            if since is None or now - since >= bind_grace:
+                gone.add(uid)
+    return active(nominations, now, gone)
+
+
+def displaced(nominations: Nominations, allocatable: Resources, used: Resources) -> frozenset[str]:
+    """UIDs of nominated pods that no longer fit on the node beside the pods bound to it.
+
+    Why: the extender holds a node's nominated capacity against the pods it sees bound, but
+    kube-scheduler binds asynchronously and places several pods at once from its own cache
+    (assumed pods), so under a burst other pods can still take a nominated node's room. The
+    nominated pod then fits nowhere, and while its nomination held it was not provisionable:
+    nothing launched. A nomination the node can no longer honour therefore ends.
+
+    Nominations are kept in UID order while each (with its ``pods`` slot) fits in
+    ``allocatable`` minus ``used`` (what the bound pods request); the rest are displaced. Pass
+    the reservations that hold (:func:`held`), so that a bound pod counts once, as bound. A node
+    without an allocatable (not registered yet) displaces nothing.
+    """
+    if not nominations.pods or not allocatable:
+        return frozenset()
+    free = allocatable - used
+    out = set()
+    for uid, entry in sorted(nominations.pods.items()):
+        wanted = with_pod_slot(entry.requests)
+        if wanted.fits(free):
+            free = free - wanted
+        else:
+            out.add(uid)
+    return frozenset(out)
 
 
 def nominate(

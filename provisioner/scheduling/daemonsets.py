@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from provisioner.model import objects
 from provisioner.scheduling.pods import Pod, Toleration, pod_from_manifest
 
 #: Tolerations the DaemonSet controller adds to every daemon pod (pkg/controller/daemon/util).
@@ -34,14 +35,13 @@ def daemonset_pod(ds: Mapping[str, Any]) -> Pod:
     """
     if not isinstance(ds, Mapping):
         raise ValueError(f"daemonset: expected an object, got {type(ds).__name__}")
-    metadata = ds.get("metadata") or {}
-    template = (ds.get("spec") or {}).get("template")
+    template = objects.spec(ds).get("template")
     if not isinstance(template, Mapping):
         raise ValueError("spec.template: required")
-    tmeta = dict(template.get("metadata") or {})
-    tmeta.setdefault("namespace", metadata.get("namespace") or "default")
-    tmeta["name"] = str(metadata.get("name") or "")
-    tmeta["uid"] = str(metadata.get("uid") or f"daemonset/{tmeta['namespace']}/{tmeta['name']}")
+    tmeta = dict(objects.meta(template))
+    tmeta.setdefault("namespace", objects.namespace(ds) or "default")
+    tmeta["name"] = objects.name(ds)
+    tmeta["uid"] = objects.uid(ds) or f"daemonset/{tmeta['namespace']}/{tmeta['name']}"
     tmeta["ownerReferences"] = [{"kind": "DaemonSet", "name": tmeta["name"], "controller": True}]
     try:
         pod = pod_from_manifest({"metadata": tmeta, "spec": template.get("spec") or {}})

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from provisioner.api.types import Taint
 from provisioner.model import labels as wk
-from provisioner.model import nominations
-from provisioner.model.quantity import QuantityError, parse_quantity
-from provisioner.model.resources import EMPTY, PODS, Resources
-from provisioner.scheduling.pods import HostPort, Pod, is_terminal, pod_from_manifest, pod_requests
+from provisioner.model import nominations, objects
+from provisioner.model.pods import is_terminal, node_name
+from provisioner.model.quantity import parse_resource_list
+from provisioner.model.resources import EMPTY, Resources
+from provisioner.model.taints import Taint, decode_taints, is_disrupted, with_cordon
+from provisioner.scheduling.pods import HostPort, Pod, pod_from_manifest, pod_requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,46 +52,16 @@ class ClusterNode:
         return self.allocatable - self.requested
 
 
-def resource_list(obj: Any, where: str) -> Resources:
-    """A wire resource list (``{"cpu": "4", "memory": "16Gi"}``) in core units; ValueError naming ``where``."""
-    if not obj:
-        return EMPTY
-    if not isinstance(obj, Mapping):
-        raise ValueError(f"{where}: expected a resource map, got {obj!r}")
-    result = {}
-    for name, value in obj.items():
-        try:
-            result[str(name)] = parse_quantity(value, str(name))
-        except QuantityError as error:
-            raise ValueError(f"{where}.{name}: {error}") from error
-    return Resources(result)
-
-
 def nominated_requests(node: Mapping[str, Any], bound_uids: set[str], now: datetime | None = None) -> Resources:
-    """Requests of the pods nominated to ``node`` that are not bound yet (core units).
+    """Requests of the pods nominated to ``node`` that are not in ``bound_uids`` (core units, a ``pods`` slot each).
 
     Reads the ``groupless.dev/nominations`` annotation through :mod:`provisioner.model.nominations`
-    (DESIGN.md contract). With ``now``, nothing is counted once the deadline has passed. A
-    malformed annotation counts as no nomination: it must never stop scheduling.
+    (:func:`~provisioner.model.nominations.reserved`). With ``now``, nothing is counted once the
+    deadline has passed. A malformed annotation counts as no nomination: it must never stop scheduling.
     """
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
-    decoded = nominations.decode(annotations.get(wk.NOMINATIONS_ANNOTATION))
-    if now is not None:
-        decoded = nominations.active(decoded, now.timestamp(), bound_uids)
-    total = EMPTY
-    for uid, entry in decoded.pods.items():
-        if uid in bound_uids:
-            continue
-        requests = entry.requests
-        total = total + (requests if PODS in requests else requests + {PODS: 1})
-    return total
-
-
-def _is_ready(node: Mapping[str, Any]) -> bool:
-    for condition in (node.get("status") or {}).get("conditions") or ():
-        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
+    decoded = nominations.decode(objects.annotations_of(node).get(wk.NOMINATIONS_ANNOTATION))
+    at = float("-inf") if now is None else now.timestamp()
+    return nominations.reserved(nominations.active(decoded, at, bound_uids))
 
 
 def node_from_manifest(
@@ -103,51 +74,44 @@ def node_from_manifest(
     are counted; terminal pods (Succeeded/Failed) are not. ``reserved`` is added to the
     requested amount (capacity held for DaemonSet pods that have not arrived yet). Raises
     ValueError naming the field for a malformed node.
+
+    The provisioning controller reads Nodes with this; :func:`provisioner.state.solverinput.cluster_node`
+    builds the same value from the shared node view.
     """
     if not isinstance(node, Mapping):
         raise ValueError(f"node: expected an object, got {type(node).__name__}")
-    metadata = node.get("metadata") or {}
-    spec = node.get("spec") or {}
-    status = node.get("status") or {}
-    name = str(metadata.get("name") or "")
-    labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+    status = objects.status(node)
+    name = objects.name(node)
+    labels = {str(k): str(v) for k, v in objects.labels(node).items()}
     labels.setdefault(wk.HOSTNAME, name)
-    taints = []
-    for i, taint in enumerate(spec.get("taints") or ()):
-        if not isinstance(taint, Mapping) or not taint.get("key") or not taint.get("effect"):
-            raise ValueError(f"node {name}: spec.taints[{i}]: expected {{key, effect}}, got {taint!r}")
-        taints.append(Taint(str(taint["key"]), str(taint["effect"]), str(taint.get("value") or "")))
-    if spec.get("unschedulable") and not any(t.key == "node.kubernetes.io/unschedulable" for t in taints):
-        # a cordoned node: kube's node lifecycle controller taints it so; the scheduler honours it
-        taints.append(Taint("node.kubernetes.io/unschedulable", "NoSchedule"))
-    allocatable = resource_list(status.get("allocatable") or status.get("capacity"), f"node {name}: status.allocatable")
+    taints = with_cordon(decode_taints(objects.spec(node).get("taints"), f"node {name}: spec.taints"),
+                         objects.spec(node).get("unschedulable") is True)
+    allocatable = parse_resource_list(status.get("allocatable") or status.get("capacity"),
+                                      f"node {name}: status.allocatable")
     bound = []
     for obj in pods:
-        if (obj.get("spec") or {}).get("nodeName") != name or is_terminal(obj):
+        if node_name(obj) != name or is_terminal(obj):
             continue
         try:
             bound.append(pod_from_manifest(obj))
         except ValueError:
             # an odd pod must not stop the snapshot; what it requests still counts when readable
             try:
-                meta = obj.get("metadata") or {}
-                bound.append(Pod(uid=str(meta.get("uid") or meta.get("name") or ""),
-                                 namespace=str(meta.get("namespace") or "default"),
-                                 name=str(meta.get("name") or ""), requests=pod_requests(obj), node_name=name))
-            except (ValueError, AttributeError):
+                bound.append(Pod(uid=objects.uid(obj) or objects.name(obj), namespace=objects.namespace(obj) or "default",
+                                 name=objects.name(obj), requests=pod_requests(obj), node_name=name))
+            except ValueError:
                 continue
     uids = {p.uid for p in bound}
     requested = Resources.sum(p.requests for p in bound) + nominated_requests(node, uids, now) + reserved
-    disrupted = any(t.key == wk.DISRUPTED_TAINT_KEY for t in taints)
     return ClusterNode(
         name=name,
         labels=labels,
-        taints=tuple(taints),
+        taints=taints,
         allocatable=allocatable,
         requested=requested,
         provisioner=labels.get(wk.PROVISIONER_NAME),
-        in_flight=not _is_ready(node),
-        marked_for_deletion=bool(metadata.get("deletionTimestamp")) or disrupted,
+        in_flight=not objects.is_ready(node),
+        marked_for_deletion=objects.deleting(node) or is_disrupted(taints),
         host_ports=tuple(hp for p in bound for hp in p.host_ports),
         pods=tuple(bound),
     )

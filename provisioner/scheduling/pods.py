@@ -23,18 +23,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from provisioner.api.types import Taint
 from provisioner.model import labels as wk
+from provisioner.model import objects
+from provisioner.model.pods import TERMINAL_PHASES
 from provisioner.model.quantity import QuantityError, parse_quantity
 from provisioner.model.requirements import RequirementError, Requirements
 from provisioner.model.resources import PODS, Resources
+from provisioner.model.taints import Taint
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 NO_EXECUTE = "NoExecute"
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 # --------------------------------------------------------------------------- tolerations
@@ -227,6 +228,11 @@ class Pod:
         return f"{self.namespace}/{self.name}"
 
     @property
+    def terminal(self) -> bool:
+        """Finished (phase Succeeded or Failed, :data:`provisioner.model.pods.TERMINAL_PHASES`): holds nothing."""
+        return self.phase in TERMINAL_PHASES
+
+    @property
     def base_requirements(self) -> Requirements:
         """NodeSelector as ``In [v]`` ANDed with volume topology (never relaxed)."""
         result = Requirements.from_labels(self.node_selector)
@@ -304,6 +310,21 @@ def pod_requests(obj: Mapping[str, Any]) -> Resources:
     return total + {PODS: 1}
 
 
+def effective_requests(obj: Mapping[str, Any]) -> Resources:
+    """:func:`pod_requests`, or one ``pods`` slot when the pod's requests cannot be read; never raises.
+
+    What a pod that exists holds on its node: kube-scheduler counts every pod against the
+    node's ``pods`` allocatable, whatever its spec says.
+    """
+    try:
+        return pod_requests(obj)
+    except ValueError:
+        return _ONE_POD
+
+
+_ONE_POD = Resources({PODS: 1})
+
+
 def _node_selector_terms(terms: Any, where: str) -> tuple[Requirements, ...]:
     result = []
     for i, term in enumerate(_list(terms, where)):
@@ -348,39 +369,6 @@ def _affinity_terms(items: Any, where: str, namespace: str, weighted: bool) -> t
     if weighted:
         result.sort(key=lambda t: -(t.weight or 0))
     return tuple(result)
-
-
-def _owner(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    for ref in _list(metadata.get("ownerReferences"), "metadata.ownerReferences"):
-        ref_map = _map(ref, "metadata.ownerReferences[]")
-        if ref_map.get("controller"):
-            return str(ref_map.get("kind")), str(ref_map.get("name"))
-    refs = _list(metadata.get("ownerReferences"), "metadata.ownerReferences")
-    if refs:
-        first = _map(refs[0], "metadata.ownerReferences[0]")
-        return str(first.get("kind")), str(first.get("name"))
-    return None, None
-
-
-def is_daemonset_pod(obj: Mapping[str, Any]) -> bool:
-    """True when a DaemonSet owns the pod (the DaemonSet controller places it, not us)."""
-    metadata = _map(obj.get("metadata"), "metadata")
-    return any(_map(r, "ownerReferences[]").get("kind") == "DaemonSet"
-               for r in _list(metadata.get("ownerReferences"), "metadata.ownerReferences"))
-
-
-def is_static_pod(obj: Mapping[str, Any]) -> bool:
-    """True for a static (mirror) pod: owned by a Node, or carrying ``kubernetes.io/config.mirror``."""
-    metadata = _map(obj.get("metadata"), "metadata")
-    if MIRROR_ANNOTATION in _map(metadata.get("annotations"), "metadata.annotations"):
-        return True
-    return any(_map(r, "ownerReferences[]").get("kind") == "Node"
-               for r in _list(metadata.get("ownerReferences"), "metadata.ownerReferences"))
-
-
-def is_terminal(obj: Mapping[str, Any]) -> bool:
-    """True when the pod has finished (phase Succeeded or Failed): it holds no resources."""
-    return _map(obj.get("status"), "status").get("phase") in ("Succeeded", "Failed")
 
 
 def pod_from_manifest(obj: Mapping[str, Any], volume_requirements: Sequence[Requirements] = ()) -> Pod:
@@ -472,7 +460,7 @@ def pod_from_manifest(obj: Mapping[str, Any], volume_requirements: Sequence[Requ
 
     node_selector = {wk.normalize_label_key(k): v for k, v in _str_map(spec.get("nodeSelector"), "spec.nodeSelector").items()
                      if k not in wk.IGNORED_LABELS}
-    owner_kind, owner_name = _owner(metadata)
+    owner = objects.controller_owner(obj)
     try:
         priority = int(spec.get("priority") or 0)
     except (TypeError, ValueError) as error:
@@ -495,8 +483,8 @@ def pod_from_manifest(obj: Mapping[str, Any], volume_requirements: Sequence[Requ
         preferred_pod_anti_affinity=_affinity_terms(pod_anti.get(pf), f"spec.affinity.podAntiAffinity.{pf}", namespace, True),
         host_ports=tuple(ports),
         volume_requirements=tuple(volume_requirements),
-        owner_kind=owner_kind,
-        owner_name=owner_name,
+        owner_kind=None if owner is None else str(owner.get("kind") or ""),
+        owner_name=None if owner is None else str(owner.get("name") or ""),
         priority_class_name=str(spec["priorityClassName"]) if spec.get("priorityClassName") else None,
         priority=priority,
         node_name=str(spec["nodeName"]) if spec.get("nodeName") else None,

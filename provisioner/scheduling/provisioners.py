@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from provisioner.api.types import Provisioner, Taint
+from provisioner.api.types import Provisioner
 from provisioner.model import labels as wk
-from provisioner.model.quantity import QuantityError, parse_quantity
+from provisioner.model.quantity import parse_resource_list
 from provisioner.model.requirements import Requirement, RequirementError, Requirements
 from provisioner.model.resources import Resources
+from provisioner.model.taints import Taint
 
 
 def provisioner_requirements(p: Provisioner) -> Requirements:
@@ -47,13 +48,7 @@ def provisioner_limits(p: Provisioner) -> Resources | None:
     """
     if p.spec.limits is None or not p.spec.limits.resources:
         return None
-    parsed = {}
-    for name, value in p.spec.limits.resources:
-        try:
-            parsed[name] = parse_quantity(value, name)
-        except QuantityError as error:
-            raise ValueError(f"provisioner {p.name}: spec.limits.resources.{name}: {error}") from error
-    return Resources(parsed)
+    return parse_resource_list(dict(p.spec.limits.resources), f"provisioner {p.name}: spec.limits.resources")
 
 
 def order_provisioners(provisioners: Iterable[Provisioner]) -> list[Provisioner]:

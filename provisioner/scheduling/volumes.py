@@ -12,36 +12,48 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from provisioner.model import objects
 from provisioner.model.requirements import IN, Requirement, RequirementError, Requirements
 
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 
-def _name(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _first(items: Any) -> Mapping[str, Any] | None:
+    """The first entry of a wire list when it is an object; None for an empty or absent list."""
+    if not items:
+        return None
+    if not isinstance(items, list | tuple):
+        raise ValueError(f"expected a list, got {items!r}")
+    return _map(items[0])
 
 
 def _first_term(terms: Any) -> Requirements | None:
-    if not terms:
-        return None
-    first = terms[0] or {}
     try:
+        first = _first(terms)
+        if first is None:
+            return None
         return Requirements.from_node_selector_requirements(first.get("matchExpressions") or ())
-    except (RequirementError, KeyError, TypeError, AttributeError) as error:
+    except (RequirementError, KeyError, TypeError, AttributeError, ValueError) as error:
         raise ValueError(f"nodeSelectorTerms[0].matchExpressions: {error}") from error
 
 
 def _class_requirements(sc: Mapping[str, Any]) -> Requirements | None:
     if sc.get("volumeBindingMode") != "WaitForFirstConsumer":
         return None  # Immediate binding: the volume is made before scheduling, and binds on its own
-    topologies = sc.get("allowedTopologies") or ()
-    if not topologies:
-        return None
-    first = topologies[0] or {}
-    return Requirements(
-        Requirement.of(str(e["key"]), IN, [str(v) for v in e.get("values") or ()])
-        for e in first.get("matchLabelExpressions") or ()
-    )
+    try:
+        first = _first(sc.get("allowedTopologies"))
+        if first is None:
+            return None
+        return Requirements(
+            Requirement.of(str(e["key"]), IN, [str(v) for v in e.get("values") or ()])
+            for e in first.get("matchLabelExpressions") or ()
+        )
+    except (RequirementError, KeyError, TypeError, AttributeError, ValueError) as error:
+        raise ValueError(f"storageclass {objects.name(sc)}: allowedTopologies[0].matchLabelExpressions: {error}") from error
 
 
 def volume_requirements(
@@ -56,31 +68,32 @@ def volume_requirements(
     claim gives the first ``nodeSelectorTerm`` of its PV's ``spec.nodeAffinity.required``; an
     unbound claim gives the first ``allowedTopologies`` term of its StorageClass (the default
     class when none is named) when that class binds ``WaitForFirstConsumer``. Claims not found
-    add nothing (kube-scheduler reports them). Raises ValueError for a malformed PV affinity.
+    add nothing (kube-scheduler reports them). Raises ValueError for a malformed PV affinity or
+    StorageClass topology; other odd fields read as absent.
     """
-    metadata = pod.get("metadata") or {}
-    namespace = str(metadata.get("namespace") or "default")
-    pod_name = str(metadata.get("name") or "")
-    claims = {(str((c.get("metadata") or {}).get("namespace") or "default"), _name(c)): c for c in pvcs}
-    volumes = {_name(v): v for v in pvs}
-    classes = {_name(s): s for s in storage_classes}
+    namespace = objects.namespace(pod) or "default"
+    pod_name = objects.name(pod)
+    claims = {(objects.namespace(c) or "default", objects.name(c)): c for c in pvcs}
+    volumes = {objects.name(v): v for v in pvs}
+    classes = {objects.name(s): s for s in storage_classes}
     default_class = next(
-        (s for s in classes.values()
-         if ((s.get("metadata") or {}).get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true"),
+        (s for s in classes.values() if objects.annotations_of(s).get(DEFAULT_CLASS_ANNOTATION) == "true"),
         None,
     )
     result: list[Requirements] = []
-    for volume in (pod.get("spec") or {}).get("volumes") or ():
+    raw_volumes = objects.spec(pod).get("volumes") or ()
+    for volume in raw_volumes if isinstance(raw_volumes, list | tuple) else ():
+        volume = _map(volume)
         claim_spec: Mapping[str, Any] | None = None
         if volume.get("persistentVolumeClaim"):
-            claim = claims.get((namespace, str(volume["persistentVolumeClaim"].get("claimName") or "")))
+            claim = claims.get((namespace, str(_map(volume["persistentVolumeClaim"]).get("claimName") or "")))
             if claim is None:
                 continue
-            claim_spec = claim.get("spec") or {}
+            claim_spec = objects.spec(claim)
         elif volume.get("ephemeral"):
             existing = claims.get((namespace, f"{pod_name}-{volume.get('name')}"))
-            template = ((volume["ephemeral"].get("volumeClaimTemplate") or {}).get("spec")) or {}
-            claim_spec = (existing.get("spec") or {}) if existing else template
+            template = objects.spec(_map(volume["ephemeral"]).get("volumeClaimTemplate"))
+            claim_spec = objects.spec(existing) if existing else template
         if claim_spec is None:
             continue
         bound = claim_spec.get("volumeName")
@@ -88,7 +101,7 @@ def volume_requirements(
             pv = volumes.get(str(bound))
             if pv is None:
                 continue
-            required = (((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {})
+            required = _map(_map(objects.spec(pv).get("nodeAffinity")).get("required"))
             try:
                 reqs = _first_term(required.get("nodeSelectorTerms"))
             except ValueError as error:

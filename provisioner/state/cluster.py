@@ -34,6 +34,8 @@ from provisioner.api.schemas import ProvisionerDecodeError, load_provisioner
 from provisioner.api.types import Provisioner
 from provisioner.clock import Clock, RealClock
 from provisioner.kube.api import GoneError, KubeAPI, Object, WatchEvent
+from provisioner.model import objects, pods
+from provisioner.state.nodes import NodeViews
 
 log = logging.getLogger(__name__)
 
@@ -54,23 +56,65 @@ ObjKey = tuple[str, str]  # (namespace or "", name)
 
 
 def object_key(obj: Mapping[str, Any]) -> ObjKey:
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+    """The cache's key of an object: ``(namespace or "", name)``."""
+    return (objects.namespace(obj), objects.name(obj))
 
 
-def _uid(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")
+def pod_key(pod: Mapping[str, Any]) -> str:
+    """How a pod is indexed: its uid (``<namespace>/<name>`` for a manifest that has none)."""
+    return objects.uid(pod) or objects.key(pod)
 
 
-def _is_terminal(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+class _PodIndex:
+    """Pods by uid (every one), by node (bound, not finished) and pending (unbound, not finished).
+
+    The one place that decides which pods a :class:`Snapshot` shows where (:func:`provisioner.model.pods`
+    classifies them); the cache updates it event by event, :func:`snapshot_of` fills it at once.
+    """
+
+    def __init__(self) -> None:
+        self.by_uid: dict[str, Object] = {}
+        self.by_node: dict[str, dict[str, Object]] = {}
+        self.pending: dict[str, Object] = {}
+
+    def add(self, pod: Object) -> None:
+        uid = pod_key(pod)
+        self.by_uid[uid] = pod
+        if pods.is_terminal(pod):
+            return
+        node = pods.node_name(pod)
+        if node:
+            self.by_node.setdefault(node, {})[uid] = pod
+        else:
+            self.pending[uid] = pod
+
+    def remove(self, pod: Object) -> None:
+        uid = pod_key(pod)
+        self.by_uid.pop(uid, None)
+        self.pending.pop(uid, None)
+        node = pods.node_name(pod)
+        on_node = self.by_node.get(node)
+        if on_node is not None:
+            on_node.pop(uid, None)
+            if not on_node:
+                del self.by_node[node]
+
+    def views(self) -> dict[str, Any]:
+        """The :class:`Snapshot` fields about pods, in fresh containers that share the pod objects."""
+        return {
+            "pods": dict(self.by_uid),
+            "pods_by_node": {node: tuple(on.values()) for node, on in self.by_node.items()},
+            "pending_pods": tuple(self.pending.values()),
+            "bound_pod_uids": frozenset(uid for uid, pod in self.by_uid.items() if pods.is_bound(pod)),
+        }
 
 
 @dataclass(frozen=True)
 class Snapshot:
     """One consistent moment of the cluster (see the module docstring on sharing).
 
-    ``nodes``: name -> Node. ``pods``: uid -> Pod (every pod, terminal ones included).
+    ``nodes``: name -> Node. ``pods``: uid -> Pod (every pod, terminal ones included; a manifest
+    without a uid under ``<namespace>/<name>``: :func:`pod_key`).
     ``pods_by_node``: node name -> its non-terminal pods. ``pending_pods``: non-terminal pods
     without ``spec.nodeName`` (the provisioning controller narrows them to provisionable ones).
     ``provisioners``: name -> decoded :class:`Provisioner`; ``provisioner_objects``: name ->
@@ -100,6 +144,43 @@ class Snapshot:
         return self.pods_by_node.get(node_name, ())
 
 
+def snapshot_of(
+    *,
+    nodes: Iterable[Object] = (),
+    pods: Iterable[Object] = (),
+    provisioners: Iterable[Provisioner] = (),
+    daemonsets: Iterable[Object] = (),
+    persistent_volumes: Iterable[Object] = (),
+    persistent_volume_claims: Iterable[Object] = (),
+    storage_classes: Iterable[Object] = (),
+    taken_at: float = 0.0,
+) -> Snapshot:
+    """A :class:`Snapshot` of the given objects, indexed as the cache indexes its own.
+
+    For what reads objects from elsewhere than the API server (``groupless plan``'s manifests,
+    tests, benchmarks). ``provisioners`` are decoded already. Objects without ``metadata`` are
+    left out, as the cache leaves them out; a later Node of the same name replaces an earlier one.
+    """
+    index = _PodIndex()
+    for pod in pods:
+        if _has_metadata(pod):
+            index.add(pod)
+    return Snapshot(
+        nodes={objects.name(node): node for node in nodes if _has_metadata(node)},
+        **index.views(),
+        provisioners={p.name: p for p in provisioners},
+        daemonsets=tuple(d for d in daemonsets if _has_metadata(d)),
+        persistent_volumes=tuple(persistent_volumes),
+        persistent_volume_claims=tuple(persistent_volume_claims),
+        storage_classes=tuple(storage_classes),
+        taken_at=taken_at,
+    )
+
+
+def _has_metadata(obj: object) -> bool:
+    return isinstance(obj, Mapping) and isinstance(obj.get("metadata"), Mapping)
+
+
 class ClusterState:
     """An informer-style cache of the kinds in ``kinds`` over any :class:`~provisioner.kube.api.KubeAPI`.
 
@@ -107,6 +188,7 @@ class ClusterState:
     :meth:`resync` (a synchronous list of every kind) and feed changes with :meth:`handle`
     (for example ``fake_api.subscribe(state.handle)``), or :meth:`pump` (drain the watches
     without blocking). :meth:`synced` is True once every kind has been listed.
+    :attr:`node_views` is the one :class:`~provisioner.state.nodes.NodeViews` of its snapshots.
     """
 
     def __init__(
@@ -130,15 +212,16 @@ class ClusterState:
         self._store: dict[str, dict[ObjKey, Object]] = {k: {} for k in self.kinds}
         self._rv: dict[str, str] = {}
         self._synced: set[str] = set()
-        self._pods_by_uid: dict[str, Object] = {}
-        self._pods_by_node: dict[str, dict[str, Object]] = {}
-        self._pending: dict[str, Object] = {}
+        self._pods = _PodIndex()
         self._provisioners: dict[str, Provisioner] = {}
         self._provisioner_errors: dict[str, str] = {}
         self._subscribers: list[ChangeCallback] = []
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._synced_event = threading.Event()
+        #: The node views of this cache's snapshots, shared by every reader of this cache (the
+        #: provisioning controller's solver input, the in-process extender, the metrics).
+        self.node_views = NodeViews()
 
     # ------------------------------------------------------------------ subscriptions
     def subscribe(self, callback: ChangeCallback) -> Callable[[], None]:
@@ -176,7 +259,7 @@ class ClusterState:
         if kind not in self._store:
             return
         obj = event.object
-        if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        if not _has_metadata(obj):
             log.warning("Skipping a %s %s event without metadata", kind, event.type)
             return
         rv = str(obj["metadata"].get("resourceVersion") or "")
@@ -200,10 +283,10 @@ class ClusterState:
         key = object_key(obj)
         previous = self._store[kind].get(key)
         if kind == "Pod" and previous is not None:
-            self._unindex_pod(previous)
+            self._pods.remove(previous)
         self._store[kind][key] = obj
         if kind == "Pod":
-            self._index_pod(obj)
+            self._pods.add(obj)
         elif kind == "Provisioner":
             self._decode_provisioner(obj)
 
@@ -211,32 +294,10 @@ class ClusterState:
         key = object_key(obj)
         previous = self._store[kind].pop(key, None)
         if kind == "Pod" and previous is not None:
-            self._unindex_pod(previous)
+            self._pods.remove(previous)
         elif kind == "Provisioner":
             self._provisioners.pop(key[1], None)
             self._provisioner_errors.pop(key[1], None)
-
-    def _index_pod(self, pod: Object) -> None:
-        uid = _uid(pod)
-        self._pods_by_uid[uid] = pod
-        if _is_terminal(pod):
-            return
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node:
-            self._pods_by_node.setdefault(str(node), {})[uid] = pod
-        else:
-            self._pending[uid] = pod
-
-    def _unindex_pod(self, pod: Object) -> None:
-        uid = _uid(pod)
-        self._pods_by_uid.pop(uid, None)
-        self._pending.pop(uid, None)
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node and str(node) in self._pods_by_node:
-            on_node = self._pods_by_node[str(node)]
-            on_node.pop(uid, None)
-            if not on_node:
-                del self._pods_by_node[str(node)]
 
     def _decode_provisioner(self, obj: Object) -> None:
         name = object_key(obj)[1]
@@ -257,7 +318,7 @@ class ClusterState:
             old = self._store[kind]
             fresh: dict[ObjKey, Object] = {}
             for obj in items:
-                if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+                if _has_metadata(obj):
                     fresh[object_key(obj)] = obj
             for key, obj in old.items():
                 if key not in fresh:
@@ -309,12 +370,12 @@ class ClusterState:
     def pod(self, uid: str) -> Object | None:
         """The cached pod with ``uid`` or None."""
         with self._lock:
-            return self._pods_by_uid.get(uid)
+            return self._pods.by_uid.get(uid)
 
     def pending_pods(self) -> list[Object]:
         """Non-terminal pods without a nodeName."""
         with self._lock:
-            return list(self._pending.values())
+            return list(self._pods.pending.values())
 
     def snapshot(self) -> Snapshot:
         """A consistent view of the cache (fresh containers, shared immutable objects)."""
@@ -322,12 +383,7 @@ class ClusterState:
             provisioner_objects = {key[1]: obj for key, obj in self._store.get("Provisioner", {}).items()}
             return Snapshot(
                 nodes={key[1]: obj for key, obj in self._store.get("Node", {}).items()},
-                pods=dict(self._pods_by_uid),
-                pods_by_node={node: tuple(pods.values()) for node, pods in self._pods_by_node.items()},
-                pending_pods=tuple(self._pending.values()),
-                bound_pod_uids=frozenset(
-                    uid for uid, pod in self._pods_by_uid.items() if (pod.get("spec") or {}).get("nodeName")
-                ),
+                **self._pods.views(),
                 provisioners=dict(self._provisioners),
                 provisioner_objects=provisioner_objects,
                 provisioner_errors=dict(self._provisioner_errors),

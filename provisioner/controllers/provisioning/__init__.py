@@ -8,7 +8,7 @@ from provisioner.controllers.provisioning.controller import (
     ProvisionResult,
     ReplacementError,
 )
-from provisioner.controllers.provisioning.selection import not_provisionable_reason
+from provisioner.model.pods import not_provisionable_reason
 
 __all__ = [
     "Batch",

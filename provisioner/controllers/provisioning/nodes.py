@@ -7,8 +7,8 @@ guarantees the instance is terminated when the Node is deleted, and the ownerRef
 to its Provisioner. When the kubelet registers, it finds the Node and keeps these fields.
 
 Capacity and allocatable are written in the wire form kubelet uses (cpu in cores or ``m``,
-memory in ``Ki``/``Mi``/``Gi``), from the instance type, so the cluster sees the right size
-before kubelet reports.
+memory with binary suffixes: :func:`provisioner.model.quantity.format_quantity`), from the
+instance type, so the cluster sees the right size before kubelet reports.
 """
 
 from __future__ import annotations
@@ -17,36 +17,15 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from provisioner.api.types import Provisioner, Taint
+from provisioner.api.types import Provisioner
 from provisioner.cloudprovider.types import Machine
 from provisioner.model import labels as wk
-from provisioner.model.resources import CPU
+from provisioner.model.quantity import format_quantity, to_wire_resource_list
+from provisioner.model.taints import Taint
 from provisioner.scheduling.instancetypes import InstanceType
 
-_BINARY = (("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024))
-
-
-def quantity_string(resource: str, value: int) -> str:
-    """The Kubernetes quantity of a core-unit value: cpu milli -> ``"4"``/``"3820m"``, bytes -> ``"30310Mi"``.
-
-    Other resources (pods, GPUs, ENIs) are counts. Byte values use the largest binary suffix
-    that divides them exactly (kubelet reports memory in ``Ki``).
-    """
-    if resource == CPU:
-        return str(value // 1000) if value % 1000 == 0 else f"{value}m"
-    if resource in ("memory", "ephemeral-storage", "storage") or resource.startswith("hugepages-"):
-        if value == 0:
-            return "0"
-        for suffix, size in _BINARY:
-            if value % size == 0:
-                return f"{value // size}{suffix}"
-        return str(value)
-    return str(value)
-
-
-def resource_list(values: Mapping[str, int]) -> dict[str, str]:
-    """A wire-form ResourceList of core-unit values (see :func:`quantity_string`)."""
-    return {name: quantity_string(name, int(value)) for name, value in sorted(values.items())}
+#: The provisioning controller's name for :func:`provisioner.model.quantity.format_quantity`.
+quantity_string = format_quantity
 
 
 def node_request_id(
@@ -179,7 +158,7 @@ def node_manifest(
     }
     if instance_type is not None:
         node["status"] = {
-            "capacity": resource_list(instance_type.capacity),
-            "allocatable": resource_list(instance_type.allocatable),
+            "capacity": to_wire_resource_list(instance_type.capacity),
+            "allocatable": to_wire_resource_list(instance_type.allocatable),
         }
     return node

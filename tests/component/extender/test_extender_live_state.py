@@ -11,6 +11,7 @@ import pytest
 
 from extender.app import create_app_for_cluster
 from extender.live import LiveState
+from provisioner import metrics
 from provisioner.clock import FakeClock
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.state import ClusterState
@@ -91,6 +92,27 @@ def test_nomination_written_by_the_controller_reserves_the_node(loaded: tuple[Fa
     app.extensions["groupless_live_state"].refresh()
     assert N2 in post(app.test_client(), "filter", body("filter-nodenames"))["NodeNames"]
     app.extensions["groupless_live_state"].stop()
+
+
+def test_the_extender_and_the_metrics_share_the_caches_node_views(loaded: tuple[FakeKubeAPI, ClusterState]) -> None:
+    api, state = loaded
+    state.resync()
+    assert len(state.node_views) == 0
+    untrack = metrics.track_cluster_state(state)
+    try:
+        metrics.exposition()  # the scrape reads the nodes through the cache's views
+        assert len(state.node_views) == len(state.snapshot().nodes)
+    finally:
+        untrack()
+        metrics.update_cluster_gauges([], [])
+    before = state.node_views.nodes(state.snapshot())
+    live = LiveState(state)
+    assert live.node_views is state.node_views
+    live.refresh()
+    after = state.node_views.nodes(state.snapshot())
+    assert all(after[name] is view for name, view in before.items())  # nothing was decoded twice
+    assert LiveState(state, price_of=lambda *_: 1.0).node_views is not state.node_views
+    live.stop()
 
 
 def test_background_rebuild_follows_changes(loaded: tuple[FakeKubeAPI, ClusterState]) -> None:

@@ -5,8 +5,9 @@ import pytest
 
 from provisioner.api.schemas import load_provisioner
 from provisioner.clock import FakeClock, RealClock
-from provisioner.controllers.provisioning import Batcher, ProvisioningSettings, not_provisionable_reason
+from provisioner.controllers.provisioning import Batcher, ProvisioningSettings
 from provisioner.controllers.provisioning.nodes import node_request_id, node_taints, quantity_string
+from provisioner.model.pods import not_provisionable_reason
 
 from .harness import Cluster, walkthrough
 

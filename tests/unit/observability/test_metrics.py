@@ -7,6 +7,9 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from provisioner import metrics
+from provisioner.model import objects
+from provisioner.state import Snapshot
+from provisioner.state.nodes import NodeViews
 
 
 def sample(name: str, **labels: str) -> float | None:
@@ -127,7 +130,8 @@ def test_cluster_gauges_from_objects_and_stale_series_removed() -> None:
              {"kind": "Node", "metadata": None}]  # odd objects are skipped
     pods = {"ip-1": [_pod("1", "1Gi"), _pod("1", "1Gi"), _pod("500m", "512Mi"), _pod("4", "1Gi", phase="Succeeded"),
                      {"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}}]}
-    metrics.update_cluster_gauges(nodes, pods, [provisioner, {"metadata": {}}])
+    views = NodeViews().nodes(Snapshot(nodes={objects.name(n): n for n in nodes}, pods_by_node=pods))
+    metrics.update_cluster_gauges(views.values(), [provisioner, {"metadata": {}}])
     assert sample("groupless_provisioner_usage", provisioner="gauges", resource="cpu") == 4.0
     assert sample("groupless_provisioner_usage", provisioner="gauges", resource="pods") == 58.0
     assert sample("groupless_provisioner_limit", provisioner="gauges", resource="memory") == float(64 * 2**30)
@@ -136,10 +140,11 @@ def test_cluster_gauges_from_objects_and_stale_series_removed() -> None:
     assert sample("groupless_node_allocatable", node="ip-1", provisioner="gauges", resource="cpu") == 3.82
     assert sample("groupless_node_requested", node="ip-1", provisioner="gauges", resource="cpu") == 2.5
     assert sample("groupless_node_requested", node="ip-1", provisioner="gauges", resource="memory") == float(2.5 * 2**30)
-    assert sample("groupless_node_requested", node="ip-1", provisioner="gauges", resource="pods") == 3.0
+    # the pod whose requests cannot be read holds its pod slot (the node view's rule)
+    assert sample("groupless_node_requested", node="ip-1", provisioner="gauges", resource="pods") == 4.0
     assert sample("groupless_node_allocatable", node="unmanaged", provisioner="", resource="cpu") is None
     # the node and the Provisioner go away: their series go too
-    metrics.update_cluster_gauges([], {}, [])
+    metrics.update_cluster_gauges([], [])
     assert sample("groupless_node_allocatable", node="ip-1", provisioner="gauges", resource="cpu") is None
     assert sample("groupless_provisioner_usage", provisioner="gauges", resource="cpu") is None
 
@@ -147,10 +152,10 @@ def test_cluster_gauges_from_objects_and_stale_series_removed() -> None:
 def test_zero_limit_ratio_is_infinite_when_anything_is_used() -> None:
     provisioner = {"metadata": {"name": "zero"}, "spec": {"limits": {"resources": {"cpu": "0", "memory": "0"}}},
                    "status": {"resources": {"cpu": "1"}}}
-    metrics.update_cluster_gauges([], {}, [provisioner])
+    metrics.update_cluster_gauges([], [provisioner])
     assert sample("groupless_provisioner_usage_ratio", provisioner="zero", resource="cpu") == float("inf")
     assert sample("groupless_provisioner_usage_ratio", provisioner="zero", resource="memory") == 0.0
-    metrics.update_cluster_gauges([], {}, [])
+    metrics.update_cluster_gauges([], [])
 
 
 def test_scrape_hooks_run_before_exposition_and_failures_do_not_break_it() -> None:
@@ -172,22 +177,23 @@ def test_scrape_hooks_run_before_exposition_and_failures_do_not_break_it() -> No
 
 
 def test_track_cluster_state_refreshes_only_when_the_cache_moved() -> None:
+    from dataclasses import replace
     from types import SimpleNamespace
 
-    node = _node("ip-track", "track", {"cpu": "2"})
-    snap = SimpleNamespace(nodes={"ip-track": node}, pods_by_node={}, provisioner_objects={},
-                           resource_versions={"Node": "10"})
-    state = SimpleNamespace(snapshot=lambda: snap)
+    snapshots = [Snapshot(nodes={"ip-track": _node("ip-track", "track", {"cpu": "2"})},
+                          resource_versions={"Node": "10"})]
+    state = SimpleNamespace(snapshot=lambda: snapshots[-1])
     untrack = metrics.track_cluster_state(state)
     try:
         metrics.exposition()
         assert sample("groupless_node_allocatable", node="ip-track", provisioner="track", resource="cpu") == 2.0
-        node["status"]["allocatable"]["cpu"] = "3"  # same resourceVersion: not re-read
+        # the cache replaces a changed object (never mutates one); same resourceVersion: not re-read
+        snapshots.append(replace(snapshots[-1], nodes={"ip-track": _node("ip-track", "track", {"cpu": "3"})}))
         metrics.exposition()
         assert sample("groupless_node_allocatable", node="ip-track", provisioner="track", resource="cpu") == 2.0
-        snap.resource_versions = {"Node": "11"}
+        snapshots.append(replace(snapshots[-1], resource_versions={"Node": "11"}))
         metrics.exposition()
         assert sample("groupless_node_allocatable", node="ip-track", provisioner="track", resource="cpu") == 3.0
     finally:
         untrack()
-        metrics.update_cluster_gauges([], {}, [])
+        metrics.update_cluster_gauges([], [])

@@ -156,7 +156,7 @@ def test_controller_metrics_after_provisioning_the_walkthrough(json_log: io.Stri
     assert any(m.startswith("Launched instance: ") and "type: r6gd.xlarge" in m and "capacityType: on-demand" in m
                for m in messages), messages
     untrack()
-    metrics.update_cluster_gauges([], {}, [])
+    metrics.update_cluster_gauges([], [])
 
 
 def admission_review(obj: dict[str, Any], uid: str, operation: str = "CREATE") -> dict[str, Any]:

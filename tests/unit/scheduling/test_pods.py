@@ -1,18 +1,11 @@
 import pytest
 
 from provisioner.api.types import Taint
+from provisioner.model.pods import is_daemonset_pod, is_static_pod, is_terminal
 from provisioner.model.resources import MIB
 from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.nodes import node_from_manifest
-from provisioner.scheduling.pods import (
-    Toleration,
-    is_daemonset_pod,
-    is_static_pod,
-    is_terminal,
-    pod_from_manifest,
-    pod_requests,
-    tolerates_all,
-)
+from provisioner.scheduling.pods import Toleration, pod_from_manifest, pod_requests, tolerates_all
 from tests.unit.scheduling.builders import manifest
 
 

@@ -1,0 +1,89 @@
+"""One pod classification: exact verdicts for each class, and odd objects never raise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from provisioner.model import pods
+
+UNSCHEDULABLE = {"phase": "Pending",
+                 "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+
+
+def pod(**parts: Any) -> dict[str, Any]:
+    obj: dict[str, Any] = {"metadata": {"name": "p", "namespace": "default", "uid": "u1"}, "spec": {},
+                           "status": dict(UNSCHEDULABLE)}
+    for path, value in parts.items():
+        section, field = path.split("__")
+        obj[section] = {**obj[section], field: value}
+    return obj
+
+
+def test_terminal_phases() -> None:
+    assert pods.TERMINAL_PHASES == {"Succeeded", "Failed"}
+    assert [pods.is_terminal(pod(status__phase=p)) for p in ("Succeeded", "Failed", "Running", "Pending", "")] == [
+        True, True, False, False, False]
+
+
+def test_owners_daemonset_and_static() -> None:
+    ds = pod(metadata__ownerReferences=[{"kind": "DaemonSet", "name": "agent", "controller": True}])
+    # any owner reference counts (Karpenter IsOwnedByDaemonSet), not only the controller
+    co_owned = pod(metadata__ownerReferences=[{"kind": "ReplicaSet", "controller": True}, {"kind": "DaemonSet"}])
+    by_node = pod(metadata__ownerReferences=[{"kind": "Node", "name": "ip-1"}])
+    mirror = pod(metadata__annotations={"kubernetes.io/config.mirror": "abc"})
+    assert (pods.is_daemonset_pod(ds), pods.is_daemonset_pod(co_owned), pods.is_daemonset_pod(mirror)) == (
+        True, True, False)
+    assert (pods.is_static_pod(by_node), pods.is_static_pod(mirror), pods.is_static_pod(ds)) == (True, True, False)
+
+
+def test_binding_deletion_and_unschedulable() -> None:
+    bound = pod(spec__nodeName="ip-1")
+    assert pods.is_bound(bound) and pods.node_name(bound) == "ip-1"
+    assert not pods.is_bound(pod()) and pods.node_name(pod()) == ""
+    assert pods.is_deleting(pod(metadata__deletionTimestamp="2026-01-01T00:00:00Z"))
+    assert pods.is_unschedulable(pod())
+    assert not pods.is_unschedulable(pod(status__conditions=[{"type": "PodScheduled", "status": "False",
+                                                              "reason": "SchedulerError"}]))
+    assert not pods.is_unschedulable(pod(status__conditions=[]))
+
+
+def test_bound_since_is_the_pod_scheduled_transition() -> None:
+    scheduled = pod(status__conditions=[{"type": "PodScheduled", "status": "True",
+                                         "lastTransitionTime": "2026-01-01T00:00:30Z"}])
+    assert pods.bound_since(scheduled) == 1_767_225_630.0
+    assert pods.bound_since(pod()) is None  # PodScheduled=False
+    assert pods.bound_since(pod(status__conditions=[{"type": "PodScheduled", "status": "True"}])) is None
+
+
+def test_not_provisionable_reasons_in_order() -> None:
+    assert pods.not_provisionable_reason(pod()) is None
+    assert pods.not_provisionable_reason(pod(spec__nodeName="n")) == "bound"
+    assert pods.not_provisionable_reason(pod(status__phase="Succeeded")) == "terminal"
+    assert pods.not_provisionable_reason(pod(metadata__deletionTimestamp="2026-01-01T00:00:00Z")) == "being deleted"
+    assert pods.not_provisionable_reason(pod(status__nominatedNodeName="n")) == "kube-scheduler is preempting for it"
+    assert pods.not_provisionable_reason(pod(metadata__ownerReferences=[{"kind": "DaemonSet"}])) == "owned by a DaemonSet"
+    assert pods.not_provisionable_reason(pod(metadata__ownerReferences=[{"kind": "Node"}])) == "owned by a Node"
+    assert pods.not_provisionable_reason(pod(metadata__annotations={"kubernetes.io/config.mirror": "x"})) == (
+        "owned by a Node")
+    assert pods.not_provisionable_reason(pod(status__conditions=[])) == "kube-scheduler has not marked it Unschedulable"
+    assert pods.not_provisionable_reason(pod(), nominated_uids={"u1"}) == "nominated to an in-flight node"
+
+
+def test_a_dry_run_does_not_need_the_schedulers_verdict() -> None:
+    manifest = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+    assert pods.not_provisionable_reason(manifest) == "kube-scheduler has not marked it Unschedulable"
+    assert pods.not_provisionable_reason(manifest, require_unschedulable=False) is None
+    assert pods.not_provisionable_reason({**manifest, "spec": {"nodeName": "n"}}, require_unschedulable=False) == "bound"
+
+
+@pytest.mark.parametrize(("odd", "reason"), [
+    ("odd", "not an object"), ({"metadata": "odd"}, "malformed pod"), ({"spec": ["x"]}, "malformed pod"),
+    ({"status": 3}, "malformed pod"),
+])
+def test_odd_pods_are_not_provisionable_and_classify_as_nothing(odd: Any, reason: str) -> None:
+    assert pods.not_provisionable_reason(odd) == reason
+    assert not (pods.is_terminal(odd) or pods.is_daemonset_pod(odd) or pods.is_static_pod(odd) or pods.is_bound(odd)
+                or pods.is_deleting(odd) or pods.is_unschedulable(odd))
+    assert pods.bound_since(odd) is None and pods.phase(odd) == ""
