@@ -28,9 +28,10 @@ from typing import Any
 from provisioner.clock import FakeClock
 from provisioner.cloudprovider.fake import FakeCloudProvider, default_instance_types
 from provisioner.cloudprovider.types import Machine, NodeRequest
-from provisioner.controllers.provisioning import ProvisioningController, ProvisioningSettings
+from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.fake import FakeKubeAPI
+from provisioner.settings import ProvisioningSettings
 from provisioner.state import ClusterState
 
 PROVISIONER: dict[str, Any] = {

@@ -4,7 +4,6 @@ from provisioner.controllers.provisioning.batcher import Batch, Batcher
 from provisioner.controllers.provisioning.controller import (
     LaunchedNode,
     ProvisioningController,
-    ProvisioningSettings,
     ProvisionResult,
     ReplacementError,
 )
@@ -16,7 +15,6 @@ __all__ = [
     "LaunchedNode",
     "ProvisionResult",
     "ProvisioningController",
-    "ProvisioningSettings",
     "ReplacementError",
     "not_provisionable_reason",
 ]

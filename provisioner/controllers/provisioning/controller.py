@@ -84,6 +84,7 @@ from provisioner.scheduling.pods import Pod, pod_from_manifest, pod_requests
 from provisioner.scheduling.provisioners import provisioner_limits
 from provisioner.scheduling.solver import Plan, PlannedNode, SolverInput, solve
 from provisioner.scheduling.volumes import volume_requirements
+from provisioner.settings import ProvisioningSettings
 from provisioner.state.cluster import ClusterState, Snapshot
 
 log = logging.getLogger(__name__)
@@ -93,35 +94,6 @@ _RESOURCE_PARSE_ERRORS = (ValueError, TypeError, KeyError, AttributeError)
 _TRANSIENT_TAINTS = frozenset(
     {wk.NOT_READY_TAINT_KEY, "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
 )
-
-
-@dataclass(frozen=True)
-class ProvisioningSettings:
-    """Settings of the provisioning controller (seconds; counts).
-
-    ``batch_idle_seconds`` / ``batch_max_seconds`` / ``batch_max_pods``: the batching window.
-    ``nomination_ttl_seconds``: how long a nomination holds after the node is Ready;
-    ``registration_timeout_seconds``: how long a launched node may take to become Ready; a new
-    node's nomination deadline is launch + both (the initialization controller moves it once
-    the node is Ready). ``extra_node_labels`` / ``extra_node_annotations`` go on every Node
-    created (the local cluster hands nodes to kwok with one). ``backoff_base_seconds`` /
-    ``backoff_max_seconds``: per-Provisioner backoff after launch errors. ``ice_retries``:
-    rounds of re-solving after insufficient capacity. ``launch_parallelism``: concurrent
-    launches. ``resync_seconds``: how often the loop looks at pending pods without a signal.
-    """
-
-    batch_idle_seconds: float = 1.0
-    batch_max_seconds: float = 10.0
-    batch_max_pods: int = 2000
-    nomination_ttl_seconds: float = 300.0
-    registration_timeout_seconds: float = 900.0
-    extra_node_labels: Mapping[str, str] = field(default_factory=dict)
-    extra_node_annotations: Mapping[str, str] = field(default_factory=dict)
-    backoff_base_seconds: float = 5.0
-    backoff_max_seconds: float = 300.0
-    ice_retries: int = 3
-    launch_parallelism: int = 16
-    resync_seconds: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -335,9 +307,9 @@ class ProvisioningController:
         self.solver = solver
         self.batcher = Batcher(
             clock,
-            self.settings.batch_idle_seconds,
-            self.settings.batch_max_seconds,
-            self.settings.batch_max_pods,
+            self.settings.batching.idle_seconds,
+            self.settings.batching.max_seconds,
+            self.settings.batching.max_pods,
         )
         self._round_lock = threading.RLock()  # one provisioning round at a time
         self._lock = threading.Lock()  # the bookkeeping below, shared with launch threads
@@ -1073,7 +1045,7 @@ class ProvisioningController:
             # reserve the largest remaining option until the launch says which one it was
             largest = Resources({r: max(t.capacity.get(r) for t in options) for r in limits})
             round_.usage[provisioner.name] = usage + largest
-        labels = dict(self.settings.extra_node_labels)
+        labels = dict(self.settings.nodes.labels)
         labels.update(planned.labels)
         labels.update(provisioner.labels_with_name)
         salt = "replace:" + ",".join(sorted(round_.exclude)) if round_.exclude else ""
@@ -1191,8 +1163,8 @@ class ProvisioningController:
         """Clock wall time a new node's nominations hold until: registration timeout + nomination TTL."""
         return (
             self.clock.now()
-            + self.settings.registration_timeout_seconds
-            + self.settings.nomination_ttl_seconds
+            + self.settings.nodes.registration_timeout_seconds
+            + self.settings.nodes.nomination_ttl_seconds
         )
 
     def _launch_failed(
@@ -1235,8 +1207,8 @@ class ProvisioningController:
             planned_labels=planned.labels,
             planned_taints=planned.taints,
             nominations=nom.encode(nominations) if nominations.pods else None,
-            extra_labels=self.settings.extra_node_labels,
-            extra_annotations=self.settings.extra_node_annotations,
+            extra_labels=self.settings.nodes.labels,
+            extra_annotations=self.settings.nodes.annotations,
         )
         try:
             return self.api.create("Node", manifest)

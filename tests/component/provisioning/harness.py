@@ -7,11 +7,12 @@ import yaml
 
 from provisioner.clock import FakeClock
 from provisioner.cloudprovider.fake import FakeCloudProvider, make_instance_type
-from provisioner.controllers.provisioning import ProvisioningController, ProvisioningSettings
+from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.model import labels as wk
 from provisioner.model.resources import MIB
+from provisioner.settings import NodeDefaults, ProvisioningSettings
 from provisioner.state import ClusterState
 
 #: Copies of shared/walkthrough/01-provisioner.yaml and 02-inflate-deployment.yaml (CI has no shared/).
@@ -70,7 +71,7 @@ class Cluster:
             self.cloud,
             self.clock,
             self.recorder,
-            settings or ProvisioningSettings(extra_node_annotations={"kwok.x-k8s.io/node": "fake"}),
+            settings or ProvisioningSettings(nodes=NodeDefaults(annotations={"kwok.x-k8s.io/node": "fake"})),
         )
         self.controller.watch_state()
         self._n = 0

@@ -4,9 +4,10 @@ import json
 import pytest
 
 from provisioner.cloudprovider.types import LaunchError
-from provisioner.controllers.provisioning import ProvisioningSettings, ReplacementError
+from provisioner.controllers.provisioning import ReplacementError
 from provisioner.kube.api import ApiError
 from provisioner.model import labels as wk
+from provisioner.settings import ProvisioningSettings
 
 from .harness import Cluster, catalog, walkthrough
 

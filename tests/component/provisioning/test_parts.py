@@ -5,8 +5,9 @@ import pytest
 
 from provisioner.api.schemas import load_provisioner
 from provisioner.clock import FakeClock, RealClock
-from provisioner.controllers.provisioning import Batcher, ProvisioningSettings, not_provisionable_reason
+from provisioner.controllers.provisioning import Batcher, not_provisionable_reason
 from provisioner.controllers.provisioning.nodes import node_request_id, node_taints, quantity_string
+from provisioner.settings import Batching, ProvisioningSettings
 
 from .harness import Cluster, walkthrough
 
@@ -137,7 +138,7 @@ def test_node_taints_order_and_dedup():
 
 
 def test_run_loop_launches_from_watch_events_and_triggers():
-    settings = ProvisioningSettings(batch_idle_seconds=0.05, batch_max_seconds=1, resync_seconds=5)
+    settings = ProvisioningSettings(batching=Batching(idle_seconds=0.05, max_seconds=1), resync_seconds=5)
     cluster = Cluster(settings=settings)
     # the loop batches with real time: swap in a real-time batcher
     cluster.controller.batcher = Batcher(RealClock(), 0.05, 1, 2000)

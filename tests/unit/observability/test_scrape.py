@@ -30,11 +30,12 @@ from provisioner import metrics
 from provisioner.clock import FakeClock
 from provisioner.cloudprovider.fake import FakeCloudProvider, make_instance_type
 from provisioner.controllers.health import health_app
-from provisioner.controllers.provisioning import ProvisioningController, ProvisioningSettings
+from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.logging import configure_logging
 from provisioner.model.resources import MIB
+from provisioner.settings import ProvisioningSettings
 from provisioner.state import ClusterState
 from webhook.app import create_app as webhook_app
 
