@@ -52,9 +52,9 @@ from provisioner.cloudprovider.types import (
     CloudProvider,
     CloudProviderError,
     InsufficientCapacityError,
+    LoggingCloudProvider,
     Machine,
     NodeRequest,
-    log_launched,
 )
 from provisioner.controllers.provisioning.batcher import Batch, Batcher
 from provisioner.controllers.provisioning.nodes import (
@@ -300,7 +300,7 @@ class ProvisioningController:
     ) -> None:
         self.api = api
         self.state = state
-        self.cloud = cloud
+        self.cloud = LoggingCloudProvider.around(cloud)  # the walkthrough's launch line
         self.clock = clock
         self.recorder = recorder
         self.settings = settings or ProvisioningSettings()
@@ -1105,8 +1105,6 @@ class ProvisioningController:
                 (t for t in request.instance_type_options if t.name == machine.instance_type), None
             )
             self._settle_usage(provisioner, request, launched_type, round_)
-        if not getattr(self.cloud, "logs_launches", False):  # one line per launch, not two
-            log_launched(log, machine, provisioner.name)
         node = self._create_node(planned, provisioner, machine, launched_type, round_)
         if node is None:
             return None
