@@ -21,18 +21,16 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Sequence
 from typing import Any
 
 from provisioner.clock import Clock, RealClock
 from provisioner.cloudprovider.types import CloudProvider
-from provisioner.controllers.expiration import Replacer
 from provisioner.controllers.health import serve_health, serve_wsgi
 from provisioner.controllers.leaderelection import LeaderElector
 from provisioner.controllers.manager import Manager, PodsByNode, resync_loop
 from provisioner.controllers.objects import Context, EventSink
 from provisioner.controllers.provisioning import ProvisioningController
-from provisioner.kube.api import KubeAPI, Object
+from provisioner.kube.api import KubeAPI
 from provisioner.settings import ControllerSettings, SettingsError, add_arguments, from_args
 
 log = logging.getLogger(__name__)
@@ -88,44 +86,6 @@ def build_cloud_provider(settings: ControllerSettings, clock: Clock, kube: Any =
     return provider
 
 
-class ReplacementFailedError(RuntimeError):
-    """Some pods of an expiring node could not get replacement capacity now (launch errors)."""
-
-
-def replacement_nodes(result: Any, exclude: str) -> list[str]:
-    """The nodes an expiring node must wait for, from a ``ProvisionResult``.
-
-    Launched nodes (``nodes``), in-flight nodes the pods were nominated to
-    (``nominated_existing``) and existing nodes the solver placed them on (``placed_existing``);
-    the expiring node itself never. Raises ReplacementFailedError when launches failed
-    (``failed``: limits, back-off, cloud errors), so the expiration controller retries later
-    instead of draining pods into nothing. Pods no Provisioner can serve (``unschedulable``)
-    do not hold expiry back: no capacity could help them.
-    """
-    failed = dict(getattr(result, "failed", None) or {})
-    if failed:
-        first = sorted(failed.items())[0]
-        raise ReplacementFailedError(f"{len(failed)} pod(s) without replacement capacity, e.g. {first[0]}: {first[1]}")
-    names: list[str] = []
-    for name in getattr(result, "nodes", None) or ():
-        names.append(str(name))
-    if exclude in names:
-        log.warning("Provisioning answered with expiring node %s itself (a reused node request id); "
-                    "not waiting for a replacement", exclude)
-    for attribute in ("nominated_existing", "placed_existing"):
-        names.extend(str(n) for n in (getattr(result, attribute, None) or {}))
-    return sorted({n for n in names if n and n != exclude})
-
-
-def provisioning_replacer(provisioning: Any) -> Replacer:
-    """Adapt ``ProvisioningController.provision(pods, exclude_nodes=...)`` to the expiration controller."""
-
-    def replace(pods: Sequence[Object], node_name: str) -> list[str]:
-        return replacement_nodes(provisioning.provision(list(pods), exclude_nodes={node_name}), node_name)
-
-    return replace
-
-
 class ControllerProcess:
     """The wiring of ``groupless controller`` around an API, a cloud provider and a clock."""
 
@@ -148,7 +108,7 @@ class ControllerProcess:
                            pods_on_node=self.pods, reader=self.state.get, lister=self.state.objects)
         self.provisioning = ProvisioningController(kube, self.state, cloud, self.clock, recorder,
                                                    settings.provisioning)
-        self.manager = Manager(self.ctx, settings, replacer=provisioning_replacer(self.provisioning))
+        self.manager = Manager(self.ctx, settings, replacer=self.provisioning.replace)
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.leading = threading.Event()
         self.threads: list[threading.Thread] = []

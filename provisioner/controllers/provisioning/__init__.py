@@ -1,11 +1,20 @@
-"""The provisioning controller: just-in-time nodes for pods kube-scheduler cannot place."""
+"""The provisioning controller: just-in-time nodes for pods kube-scheduler cannot place.
+
+``loop`` (trigger, batch, warm-up, run: :class:`ProvisioningController`), ``provisioner``
+(snapshot -> results -> launched and nominated nodes: :class:`NodeProvisioner`), ``launcher``
+(instance + Node, rollback, back-off), ``inputs`` (snapshot -> solver input), ``rules`` (node,
+pod and nomination rules), ``batcher``, ``nodes`` (Node manifests), ``selection`` (which pods
+are provisionable); the in-flight memory is :class:`provisioner.state.inflight.InFlightLedger`.
+"""
 
 from provisioner.controllers.provisioning.batcher import Batch, Batcher
-from provisioner.controllers.provisioning.controller import (
+from provisioner.controllers.provisioning.loop import ProvisioningController
+from provisioner.controllers.provisioning.provisioner import (
     LaunchedNode,
-    ProvisioningController,
+    NodeProvisioner,
     ProvisionResult,
     ReplacementError,
+    replacement_nodes,
 )
 from provisioner.controllers.provisioning.selection import not_provisionable_reason
 
@@ -13,8 +22,10 @@ __all__ = [
     "Batch",
     "Batcher",
     "LaunchedNode",
+    "NodeProvisioner",
     "ProvisionResult",
     "ProvisioningController",
     "ReplacementError",
     "not_provisionable_reason",
+    "replacement_nodes",
 ]

@@ -162,7 +162,7 @@ def test_run_loop_launches_from_watch_events_and_triggers():
 
 
 def test_full_nodes_are_left_out_unless_a_pod_counts_other_pods():
-    from provisioner.controllers.provisioning.controller import ProvisioningController
+    from provisioner.controllers.provisioning.inputs import SolverInputs
     from provisioner.model.resources import Resources
     from provisioner.scheduling.nodes import ClusterNode
     from provisioner.scheduling.pods import pod_from_manifest
@@ -184,7 +184,7 @@ def test_full_nodes_are_left_out_unless_a_pod_counts_other_pods():
             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]},
         }
     )
-    assert [n.name for n in ProvisioningController._candidate_nodes([full, roomy, deleting], [small])] == [
+    assert [n.name for n in SolverInputs.candidate_nodes([full, roomy, deleting], [small])] == [
         "roomy"
     ]
     spread = pod_from_manifest(
@@ -203,7 +203,7 @@ def test_full_nodes_are_left_out_unless_a_pod_counts_other_pods():
             },
         }
     )
-    assert len(ProvisioningController._candidate_nodes([full, roomy, deleting], [small, spread])) == 3
+    assert len(SolverInputs.candidate_nodes([full, roomy, deleting], [small, spread])) == 3
 
 
 def test_loop_wakes_when_a_backoff_ends():
@@ -213,7 +213,7 @@ def test_loop_wakes_when_a_backoff_ends():
     assert cluster.controller._next_wake() == 30
     cluster.cloud.next_error = LaunchError("throttled")
     cluster.pending_pod()
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     assert cluster.controller._next_wake() == 5
     cluster.clock.advance(4)
     assert cluster.controller._next_wake() == 1

@@ -125,9 +125,11 @@ def test_controller_metrics_after_provisioning_the_walkthrough(json_log: io.Stri
 
     for n in range(3):
         pending_pod(api, n)
-    controller.step()
+    assert controller.batcher.take() is None  # the window is still open
     clock.advance(1.0)
-    controller.step()
+    batch = controller.batcher.take()
+    assert batch is not None
+    controller.reconcile(batch)
     assert len(cloud.launches) == 1
     after = scrape(get)  # the gauges are refreshed from the cluster cache by the scrape itself
 

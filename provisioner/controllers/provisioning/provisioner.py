@@ -1,0 +1,696 @@
+"""A provisioning round: snapshot -> results -> launched and nominated nodes (Karpenter's ``provisioner.go``).
+
+One round (:meth:`NodeProvisioner.provision` for pending pods, :meth:`NodeProvisioner.replace`
+for an expiring node's pods) takes the cluster snapshot and:
+
+1. builds the solver input (:class:`~provisioner.controllers.provisioning.inputs.SolverInputs`:
+   pods, Provisioners, instance types, existing and in-flight nodes, DaemonSets, limit usage);
+2. :meth:`~NodeProvisioner.schedule`: solves (pure :func:`provisioner.scheduling.solver.solve`)
+   and checks each planned node against back-off and limits, giving :class:`Results`;
+3. :meth:`~NodeProvisioner.record`: writes the nominations of pods placed on in-flight nodes
+   and their events (as Karpenter's ``Results.Record``);
+4. launches the planned nodes (:class:`~provisioner.controllers.provisioning.launcher.Launcher`)
+   and merges the outcomes on the round's thread: limit usage, back-off, the in-flight ledger,
+   ``Launched`` / ``Nominated`` / ``LaunchFailed`` / ``InsufficientCapacity`` events;
+5. after insufficient capacity, solves the same pods again without the failed offerings, up to
+   ``ice_retries`` times.
+
+Decisions and their sources:
+
+* In-flight awareness (Karpenter v0.10+): nodes already launched count as capacity, with what
+  their nominated pods still need set aside, so a second burst that fits launches nothing; a
+  pod placed on an in-flight node is added to its nominations. Pods holding a valid nomination
+  are not provisionable; a nomination is valid only while the pod still fits beside the pods
+  bound to the node (kube-scheduler may bind others there first), else it ends and the pod
+  gets a new node (see :func:`~provisioner.controllers.provisioning.rules._displaced`). What
+  the cache does not show yet lives in the
+  :class:`~provisioner.state.inflight.InFlightLedger`, so nothing is launched twice for one
+  pod. Node requests carry a stable id (Provisioner + pod UIDs) so a retried launch is
+  idempotent at the cloud too.
+* Limits are enforced twice: by the solver while packing, and before each launch against the
+  capacity of the Provisioner's nodes (existing, in flight, launched in this round), dropping
+  instance type options that would overshoot (Karpenter v0.6.3 checked once per packing and
+  could overshoot; we do not). A launch reserves its largest option until its outcome says
+  which type it was.
+* Replacement capacity (the expiration controller's ``Replacer``): the room each target node
+  was chosen for is promised to the expiring node until it is gone, so nodes expiring together
+  each get their own.
+* Events: ``Nominated`` on each pod, ``Launched`` on the Provisioner, ``FailedProvisioning``
+  (Warning) on a pod no Provisioner can serve; log lines as the walkthrough shows them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from provisioner import metrics
+from provisioner.api.types import Provisioner
+from provisioner.clock import Clock
+from provisioner.cloudprovider.types import Machine, NodeRequest
+from provisioner.controllers.provisioning.events import provisioner_event
+from provisioner.controllers.provisioning.inputs import SolverInputs
+from provisioner.controllers.provisioning.launcher import (
+    Launcher,
+    LaunchJob,
+    LaunchOutcome,
+    LaunchStatus,
+    Offering,
+)
+from provisioner.controllers.provisioning.nodes import node_request_id, quantity_string, taint_dicts
+from provisioner.controllers.provisioning.rules import (
+    BIND_GRACE_SECONDS,
+    _bound_for,
+    _displaced,
+    _key,
+    _uid,
+)
+from provisioner.controllers.provisioning.selection import not_provisionable_reason, owner_kind
+from provisioner.kube.api import ApiError, KubeAPI, NotFoundError, Object
+from provisioner.kube.events import EventRecorder
+from provisioner.model import labels as wk
+from provisioner.model import nominations as nom
+from provisioner.model.resources import Resources
+from provisioner.scheduling.instancetypes import InstanceType
+from provisioner.scheduling.nodes import ClusterNode
+from provisioner.scheduling.pods import Pod, pod_requests
+from provisioner.scheduling.provisioners import provisioner_limits
+from provisioner.scheduling.solver import Plan, PlannedNode, SolverInput
+from provisioner.settings import ProvisioningSettings
+from provisioner.state.cluster import Snapshot
+from provisioner.state.inflight import InFlightLedger
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LaunchedNode:
+    """One node launched: its Node name, the machine, the pods nominated to it."""
+
+    name: str
+    provisioner: str
+    machine: Machine
+    pod_uids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ProvisionResult:
+    """What one provisioning round did.
+
+    ``nodes``: names of the Nodes created (launch order). ``nominated_existing``: node name ->
+    pod UIDs added to an in-flight node's nominations. ``placed_existing``: node name -> pod
+    UIDs the solver placed on existing capacity (in flight or Ready). ``unschedulable``: pod
+    key (``ns/name``) -> reason no Provisioner could serve it. ``failed``: pod key -> why its
+    launch failed (limits, back-off, cloud errors). ``pods``: how many pods were considered.
+    """
+
+    nodes: tuple[str, ...] = ()
+    launched: tuple[LaunchedNode, ...] = ()
+    nominated_existing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    placed_existing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    unschedulable: Mapping[str, str] = field(default_factory=dict)
+    failed: Mapping[str, str] = field(default_factory=dict)
+    pods: int = 0
+
+
+class ReplacementError(RuntimeError):
+    """Some pods of an expiring node could not get replacement capacity now (limits, back-off, cloud errors)."""
+
+
+def replacement_nodes(result: ProvisionResult, exclude: str) -> list[str]:
+    """The nodes an expiring node ``exclude`` must wait for, from a replacement round's result (sorted).
+
+    Launched nodes (``nodes``), in-flight nodes the pods were nominated to
+    (``nominated_existing``) and existing nodes the solver placed them on (``placed_existing``);
+    the expiring node itself never. Raises ReplacementError when some pod got no capacity:
+    the solver placed it nowhere (``unschedulable``: limits, no Provisioner or offering fits)
+    or its launch failed (``failed``: limits, back-off, cloud errors); the expiration
+    controller then keeps the node and retries later, so nothing is drained without somewhere
+    to go (docs/troubleshooting.md, ``ReplacementFailed``).
+    """
+    problems = {**result.unschedulable, **result.failed}
+    if problems:
+        first = sorted(problems.items())[0]
+        raise ReplacementError(f"{len(problems)} pod(s) without replacement capacity, e.g. {first[0]}: {first[1]}")
+    if exclude in result.nodes:
+        log.warning("Provisioning answered with expiring node %s itself (a reused node request id); "
+                    "not waiting for a replacement", exclude)
+    names = [*result.nodes, *result.nominated_existing, *result.placed_existing]
+    return sorted({n for n in names if n and n != exclude})
+
+
+@dataclass
+class _Round:
+    """Bookkeeping of one provisioning round; read and written on the round's thread only."""
+
+    snapshot: Snapshot
+    usage: dict[str, Resources]
+    exclude: frozenset[str]
+    pod_objects: dict[str, Object]
+    launched: list[LaunchedNode] = field(default_factory=list)
+    nominated_existing: dict[str, list[str]] = field(default_factory=dict)
+    placed_existing: dict[str, list[str]] = field(default_factory=dict)
+    unschedulable: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    unavailable: set[Offering] = field(default_factory=set)
+    nominate: bool = True  # False for replacement capacity: the pods are bound elsewhere
+
+
+@dataclass(frozen=True)
+class Results:
+    """What one solve decided, after the back-off and limits checks.
+
+    ``plan``: the solver's answer. ``nodes``: the existing and in-flight nodes it was given, by
+    name. ``launches``: the planned nodes that may launch now (the others' pods are in the
+    round's ``failed``).
+    """
+
+    plan: Plan
+    nodes: Mapping[str, ClusterNode]
+    launches: tuple[LaunchJob, ...]
+
+
+def patch_nominations(api: KubeAPI, node_name: str, old: str | None, new: str | None) -> Object | None:
+    """Replace the nominations annotation only if it still reads ``old`` (a JSON patch ``test``).
+
+    The initialization controller moves the deadline of the same annotation; the test op
+    makes a concurrent change fail (422) instead of being overwritten, and the next round
+    starts from the new value. Without an ``old`` value there is nothing to race with and a
+    merge patch adds the annotation (the annotations map itself may be absent). Returns the
+    patched Node, None when the write failed (logged).
+    """
+    try:
+        if old is None:
+            return api.patch("Node", node_name, {"metadata": {"annotations": {wk.NOMINATIONS_ANNOTATION: new}}})
+        path = "/metadata/annotations/" + wk.NOMINATIONS_ANNOTATION.replace("~", "~0").replace("/", "~1")
+        ops: list[dict[str, Any]] = [{"op": "test", "path": path, "value": old}]
+        ops.append({"op": "remove", "path": path} if new is None else {"op": "replace", "path": path, "value": new})
+        return api.patch("Node", node_name, ops)
+    except NotFoundError:
+        log.debug("Node %s is gone; its nominations went with it", node_name)
+        return None
+    except ApiError as exc:
+        log.info(
+            "Nominations of node %s changed meanwhile or could not be written (%s); retrying next round",
+            node_name,
+            exc,
+        )
+        return None
+
+
+class NodeProvisioner:
+    """Turns a snapshot's pods into launched, nominated nodes. See the module docstring.
+
+    Not thread-safe across rounds: the caller runs one round at a time (the controller's round
+    lock). Launches run on the launcher's threads, which never see the round's bookkeeping.
+    """
+
+    def __init__(
+        self,
+        api: KubeAPI,
+        clock: Clock,
+        recorder: EventRecorder,
+        settings: ProvisioningSettings,
+        ledger: InFlightLedger,
+        inputs: SolverInputs,
+        launcher: Launcher,
+        solver: Callable[[SolverInput], Plan],
+    ) -> None:
+        self.api = api
+        self.clock = clock
+        self.recorder = recorder
+        self.settings = settings
+        self.ledger = ledger
+        self.inputs = inputs
+        self.launcher = launcher
+        self.solver = solver
+
+    # ------------------------------------------------------------------ rounds
+    def provisionable(self, snapshot: Snapshot) -> list[Object]:
+        """Release what ``snapshot`` shows, prune ended nominations, and return the provisionable pods."""
+        self.ledger.release(snapshot, self.clock.now())
+        self._prune_nominations(snapshot)
+        nominated = self._nominated_uids(snapshot)
+        return [p for p in snapshot.pending_pods if not_provisionable_reason(p, nominated) is None]
+
+    def provision(self, snapshot: Snapshot, pods: Sequence[Object]) -> ProvisionResult:
+        """Launch and nominate capacity for ``pods`` (from :meth:`provisionable`); warns about pods no Provisioner serves."""
+        if not pods:
+            # keep the decoded-node cache warm, so that the next burst only pays for changes
+            self.inputs.cluster_nodes(snapshot, frozenset())
+            return ProvisionResult()
+        return self._round(snapshot, pods, frozenset(), warn_unschedulable=True, nominate=True)
+
+    def replace(self, snapshot: Snapshot, pods: Sequence[Object], node_name: str) -> list[str]:
+        """Capacity for an expiring node's ``pods`` anywhere but ``node_name``; the nodes to wait for.
+
+        The pods (wire-form, bound to ``node_name``) are solved as if pending (their
+        ``nodeName`` is ignored; DaemonSet and static pods are left out: their controller puts
+        them on every node); placements on existing capacity launch nothing. The room each
+        target node was chosen for is promised to ``node_name`` until it is gone (earlier
+        promises to it are withdrawn first: they were for these same pods). Returns
+        :func:`replacement_nodes`; raises ReplacementError when a launch failed.
+        """
+        self.ledger.release(snapshot, self.clock.now())
+        pending = []
+        for obj in pods:
+            if owner_kind(obj) in ("DaemonSet", "Node"):
+                continue  # their controller puts them on every node, the replacement included
+            copy = dict(obj)
+            spec = dict(copy.get("spec") or {})
+            spec.pop("nodeName", None)
+            copy["spec"] = spec
+            status = dict(copy.get("status") or {})
+            status.pop("nominatedNodeName", None)
+            status["phase"] = "Pending"
+            copy["status"] = status
+            pending.append(copy)
+        self.ledger.withdraw(node_name)
+        result = self._round(snapshot, pending, frozenset({node_name}), warn_unschedulable=False, nominate=False)
+        names = replacement_nodes(result, node_name)
+        self._promise(node_name, pods, result)
+        return names
+
+    def _round(
+        self,
+        snapshot: Snapshot,
+        pod_objects: Sequence[Object],
+        exclude: frozenset[str],
+        *,
+        warn_unschedulable: bool,
+        nominate: bool,
+    ) -> ProvisionResult:
+        round_ = _Round(
+            snapshot=snapshot,
+            usage=self.inputs.usage(snapshot),
+            exclude=exclude,
+            pod_objects={_uid(p): p for p in pod_objects},
+            nominate=nominate,
+        )
+        pods = self.inputs.pods(snapshot, pod_objects, round_.unschedulable)
+        provisioners = {
+            name: p
+            for name, p in snapshot.provisioners.items()
+            if not (snapshot.provisioner_objects.get(name, {}).get("metadata") or {}).get("deletionTimestamp")
+        }
+        if not pods:
+            return self._result(round_, 0)
+        if not provisioners:
+            for pod in pods:
+                round_.unschedulable[pod.key] = "no Provisioner exists"
+            if warn_unschedulable:
+                self._warn_unschedulable(round_)
+            return self._result(round_, len(pods))
+        instance_types = self.inputs.instance_types(provisioners, snapshot, round_.unavailable)
+        nodes = self.inputs.candidate_nodes(self.inputs.cluster_nodes(snapshot, exclude), pods)
+        daemonsets = self.inputs.daemonsets(snapshot)
+        try:
+            self._solve_and_launch(pods, provisioners, instance_types, nodes, daemonsets, round_, attempt=0)
+        finally:
+            # launches that ended without a node for their pods (errors, limits): not covered
+            self.ledger.end_launches(pod.uid for pod in pods)
+        if warn_unschedulable:
+            self._warn_unschedulable(round_)
+        return self._result(round_, len(pods))
+
+    @staticmethod
+    def _result(round_: _Round, n: int) -> ProvisionResult:
+        return ProvisionResult(
+            nodes=tuple(node.name for node in round_.launched),
+            launched=tuple(round_.launched),
+            nominated_existing={k: tuple(v) for k, v in round_.nominated_existing.items()},
+            placed_existing={k: tuple(v) for k, v in round_.placed_existing.items()},
+            unschedulable=dict(round_.unschedulable),
+            failed=dict(round_.failed),
+            pods=n,
+        )
+
+    def _solve_and_launch(
+        self,
+        pods: list[Pod],
+        provisioners: Mapping[str, Provisioner],
+        instance_types: Mapping[str, list[InstanceType]],
+        nodes: list[ClusterNode],
+        daemonsets: list[Pod],
+        round_: _Round,
+        attempt: int,
+    ) -> None:
+        results = self.schedule(pods, provisioners, instance_types, nodes, daemonsets, round_, attempt)
+        self.record(results, round_)
+        if round_.nominate:  # covered from now on: the launches are in flight
+            for job in results.launches:
+                self.ledger.launching((p.uid for p in job.planned.pods), self.launcher.nomination_deadline())
+        retry: list[Pod] = []
+        for outcome in self.launcher.launch(results.launches):
+            self._merge(outcome, round_)
+            if outcome.status is LaunchStatus.INSUFFICIENT_CAPACITY:
+                retry.extend(outcome.planned.pods)
+                round_.unavailable.update(outcome.unavailable)
+        if retry:
+            if attempt >= self.settings.ice_retries:
+                for pod in retry:
+                    round_.failed[pod.key] = "insufficient capacity in every allowed offering"
+                return
+            log.info(
+                "Retrying %d pod(s) with the remaining offerings after insufficient capacity", len(retry)
+            )
+            fresh = self.inputs.instance_types(
+                {p: provisioners[p] for p in instance_types}, round_.snapshot, round_.unavailable
+            )
+            nodes_now = self.inputs.candidate_nodes(
+                self.inputs.cluster_nodes(round_.snapshot, round_.exclude), retry
+            )
+            self._solve_and_launch(retry, provisioners, fresh, nodes_now, daemonsets, round_, attempt + 1)
+
+    # ------------------------------------------------------------------ schedule
+    def schedule(
+        self,
+        pods: list[Pod],
+        provisioners: Mapping[str, Provisioner],
+        instance_types: Mapping[str, list[InstanceType]],
+        nodes: list[ClusterNode],
+        daemonsets: list[Pod],
+        round_: _Round,
+        attempt: int,
+    ) -> Results:
+        """Solve, then check each planned node against back-off and limits (reserving its room in ``round_.usage``)."""
+        usable = [p for name, p in provisioners.items() if name in instance_types]
+        with metrics.time_call(metrics.SOLVE_DURATION):
+            plan = self.solver(
+                SolverInput(
+                    pods=pods,
+                    provisioners=usable,
+                    instance_types=instance_types,
+                    nodes=nodes,
+                    daemonsets=daemonsets,
+                    provisioner_usage=round_.usage,
+                )
+            )
+        for error in plan.unschedulable:
+            round_.unschedulable[error.pod.key] = error.reason
+        if plan.new_nodes:
+            self._log_packing(plan.new_nodes)
+        launches = []
+        for planned in plan.new_nodes:
+            provisioner = provisioners[planned.provisioner]
+            request = self._request(planned, provisioner, round_, attempt)
+            if request is None:
+                continue
+            prov_obj = round_.snapshot.provisioner_objects.get(provisioner.name) or {}
+            uid = str((prov_obj.get("metadata") or {}).get("uid") or provisioner.uid or "")
+            launches.append(LaunchJob(planned, request, round_.nominate, uid))
+        return Results(plan=plan, nodes={n.name: n for n in nodes}, launches=tuple(launches))
+
+    def _log_packing(self, planned: Sequence[PlannedNode]) -> None:
+        groups: dict[tuple[str, tuple[str, ...]], list[PlannedNode]] = {}
+        for node in planned:
+            groups.setdefault(
+                (node.provisioner, tuple(t.name for t in node.instance_type_options)), []
+            ).append(node)
+        for (provisioner, options), members in groups.items():
+            log.info(
+                "Computed packing of %d node(s) for %d pod(s) with instance type option(s) [%s]",
+                len(members),
+                sum(len(m.pods) for m in members),
+                " ".join(options),
+                extra={"provisioner": provisioner},
+            )
+
+    def _request(
+        self, planned: PlannedNode, provisioner: Provisioner, round_: _Round, attempt: int
+    ) -> NodeRequest | None:
+        """The node request, after the back-off and limits checks (None: not launched now)."""
+        backing_off = self.launcher.backoff.remaining(provisioner.name)
+        if backing_off > 0:
+            reason = f"Provisioner {provisioner.name} is backing off after launch errors for {backing_off:.0f}s"
+            for pod in planned.pods:
+                round_.failed[pod.key] = reason
+            return None
+        options = list(planned.instance_type_options)
+        try:
+            limits = provisioner_limits(provisioner)
+        except ValueError as exc:
+            limits = None
+            log.warning("%s", exc)
+        if limits is not None:
+            usage = round_.usage.get(provisioner.name, Resources())
+            over = [r for r in limits if usage.get(r) >= limits.get(r)]
+            if over:
+                r = over[0]
+                reason = (
+                    f"{r} resource usage of {quantity_string(r, usage.get(r))} "
+                    f"exceeds limit of {quantity_string(r, limits.get(r))}"
+                )
+                self._limit_exceeded(provisioner, planned, reason, round_)
+                return None
+            headroom = {r: limits.get(r) - usage.get(r) for r in limits}
+            options = [t for t in options if all(t.capacity.get(r) <= headroom[r] for r in limits)]
+            if not options:
+                reason = "every instance type option would exceed the limits " + ", ".join(
+                    f"{r}={quantity_string(r, limits.get(r))}" for r in limits
+                )
+                self._limit_exceeded(provisioner, planned, reason, round_)
+                return None
+            # reserve the largest remaining option until the launch says which one it was
+            largest = Resources({r: max(t.capacity.get(r) for t in options) for r in limits})
+            round_.usage[provisioner.name] = usage + largest
+        labels = dict(self.settings.nodes.labels)
+        labels.update(planned.labels)
+        labels.update(provisioner.labels_with_name)
+        salt = "replace:" + ",".join(sorted(round_.exclude)) if round_.exclude else ""
+        displaced_from = self.ledger.displaced_from(p.uid for p in planned.pods)
+        if displaced_from:  # a new node, not the full one launched for these pods before
+            salt += "|displaced:" + ",".join(displaced_from)
+        return NodeRequest(
+            id=node_request_id(provisioner, (p.uid for p in planned.pods), attempt, salt=salt),
+            provisioner=provisioner,
+            instance_type_options=tuple(options),
+            requirements=planned.requirements,
+            labels=labels,
+            taints=tuple(taint_dicts([*planned.taints, *provisioner.spec.startup_taints])),
+        )
+
+    def _limit_exceeded(
+        self, provisioner: Provisioner, planned: PlannedNode, reason: str, round_: _Round
+    ) -> None:
+        message = f"Could not launch node, {reason}"
+        log.warning("%s", message, extra={"provisioner": provisioner.name})
+        metrics.LAUNCH_ERRORS.labels(provisioner=provisioner.name, type="limits_exceeded").inc()
+        provisioner_event(self.recorder, provisioner.name, round_.snapshot, "Warning", "LimitExceeded", message)
+        for pod in planned.pods:
+            round_.failed[pod.key] = message
+
+    # ------------------------------------------------------------------ record
+    def record(self, results: Results, round_: _Round) -> None:
+        """Record what the solve placed on existing capacity (as Karpenter's ``Results.Record``).
+
+        Every placement joins the round's ``placed_existing``; pods placed on an in-flight node
+        of ours are added to its nominations (one patch per node), covered in the ledger, and
+        get a ``Nominated`` event. New nodes' nominations travel with their Node
+        (:meth:`_merge`).
+        """
+        for placement in results.plan.existing:
+            uids = [p.uid for p in placement.pods]
+            round_.placed_existing.setdefault(placement.node, []).extend(uids)
+            node = results.nodes.get(placement.node)
+            if round_.nominate and node is not None and node.in_flight and node.provisioner:
+                self._nominate_existing(placement.node, placement.pods, round_)
+
+    def _nominate_existing(self, node_name: str, pods: Sequence[Pod], round_: _Round) -> None:
+        """Add pods the solver placed on an in-flight node of ours to its nominations (one patch)."""
+        node = self.inputs.nodes(round_.snapshot).get(node_name)
+        if node is None:
+            return
+        patched: Object | None = None
+        for attempt in range(2):
+            if attempt:  # the cached node was stale: read the current one
+                try:
+                    node = self.api.get("Node", node_name)
+                except ApiError as exc:
+                    log.warning("Could not nominate %d pod(s) to node %s: %s", len(pods), node_name, exc)
+                    return
+            raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
+            current = nom.active(nom.decode(raw), self.clock.now(), round_.snapshot.bound_pod_uids)
+            now = self.clock.now()
+            deadline = current.deadline if current.deadline > now else self.launcher.nomination_deadline()
+            updated = current
+            for pod in pods:
+                updated = nom.nominate(updated, pod.uid, pod.key, pod.requests, deadline)
+            patched = patch_nominations(self.api, node_name, raw, nom.encode(updated))
+            if patched is not None:
+                break
+        if patched is None:
+            return
+        # until a snapshot shows these nominations
+        self.ledger.wrote(node_name, patched, (pod.uid for pod in pods), deadline)
+        for pod in pods:
+            round_.nominated_existing.setdefault(node_name, []).append(pod.uid)
+            obj = round_.pod_objects.get(pod.uid)
+            if obj is not None:
+                labels = (node.get("metadata") or {}).get("labels") or {}
+                where = f"{labels.get(wk.INSTANCE_TYPE, '?')}, {labels.get(wk.ZONE, '?')}"
+                self.recorder.normal(obj, "Nominated", f"Pod should schedule on node {node_name} ({where})")
+        metrics.PODS_NOMINATED.labels(
+            provisioner=str(((node.get("metadata") or {}).get("labels") or {}).get(wk.PROVISIONER_NAME, ""))
+        ).inc(len(pods))
+
+    def _warn_unschedulable(self, round_: _Round) -> None:
+        by_key = {_key(obj): obj for obj in round_.pod_objects.values()}
+        for key, reason in round_.unschedulable.items():
+            obj = by_key.get(key)
+            log.info("Unable to provision pod %s: %s", key, reason)
+            if obj is not None:
+                self.recorder.warning(
+                    obj, "FailedProvisioning", f"No Provisioner can serve the pod: {reason}"
+                )
+
+    # ------------------------------------------------------------------ launch outcomes
+    def _merge(self, outcome: LaunchOutcome, round_: _Round) -> None:
+        """Fold one launch's outcome into the round (on the round's thread): usage, back-off, ledger, events."""
+        planned, request = outcome.planned, outcome.request
+        provisioner = request.provisioner
+        if outcome.machine is not None:  # an instance was launched (its Node may still have failed)
+            self.launcher.backoff.succeeded(provisioner.name)
+            self._settle_usage(provisioner, request, outcome.launched_type, round_)
+        if outcome.status is LaunchStatus.INSUFFICIENT_CAPACITY:
+            metrics.LAUNCH_ERRORS.labels(provisioner=provisioner.name, type="insufficient_capacity").inc()
+            log.warning(
+                "Insufficient capacity for %s: %s",
+                provisioner.name,
+                outcome.error,
+                extra={"provisioner": provisioner.name},
+            )
+            provisioner_event(
+                self.recorder, provisioner.name, round_.snapshot, "Warning", "InsufficientCapacity", str(outcome.error)
+            )
+            return
+        machine, node = outcome.machine, outcome.node
+        if outcome.status is LaunchStatus.FAILED or machine is None or node is None:
+            self._launch_failed(provisioner, planned, outcome.error, round_)
+            return
+        uids = tuple(p.uid for p in planned.pods)
+        self.ledger.wrote(machine.name, node, uids if round_.nominate else (), self.launcher.nomination_deadline())
+        round_.launched.append(LaunchedNode(machine.name, provisioner.name, machine, uids))
+        metrics.NODES_LAUNCHED.labels(
+            provisioner=provisioner.name, capacity_type=machine.capacity_type, zone=machine.zone
+        ).inc()
+        where = f"{machine.instance_type}, {machine.zone}"
+        if round_.nominate:
+            metrics.PODS_NOMINATED.labels(provisioner=provisioner.name).inc(len(uids))
+            for pod in planned.pods:
+                obj = round_.pod_objects.get(pod.uid)
+                if obj is not None:
+                    self.recorder.normal(
+                        obj, "Nominated", f"Pod should schedule on node {machine.name} ({where})"
+                    )
+        provisioner_event(
+            self.recorder,
+            provisioner.name,
+            round_.snapshot,
+            "Normal",
+            "Launched",
+            f"Launched node {machine.name} ({where}, {machine.capacity_type}) for {len(uids)} pod(s)",
+        )
+
+    def _settle_usage(
+        self, provisioner: Provisioner, request: NodeRequest, launched: InstanceType | None, round_: _Round
+    ) -> None:
+        """Replace the reservation of the largest option by the launched type's capacity."""
+        try:
+            limits = provisioner_limits(provisioner)
+        except ValueError:
+            return
+        if limits is None or launched is None:
+            return
+        largest = Resources(
+            {r: max(t.capacity.get(r) for t in request.instance_type_options) for r in limits}
+        )
+        usage = (
+            round_.usage.get(provisioner.name, Resources())
+            - largest
+            + Resources({r: launched.capacity.get(r) for r in limits})
+        )
+        round_.usage[provisioner.name] = usage
+
+    def _launch_failed(
+        self, provisioner: Provisioner, planned: PlannedNode, exc: BaseException | None, round_: _Round
+    ) -> None:
+        delay = self.launcher.backoff.failed(provisioner.name)
+        metrics.LAUNCH_ERRORS.labels(provisioner=provisioner.name, type=metrics.outcome_of(exc)).inc()
+        message = f"Could not launch node for {len(planned.pods)} pod(s): {exc}; retrying in {delay:.0f}s"
+        log.error("%s", message, extra={"provisioner": provisioner.name})
+        provisioner_event(self.recorder, provisioner.name, round_.snapshot, "Warning", "LaunchFailed", message)
+        for pod in planned.pods:
+            round_.failed[pod.key] = message
+
+    # ------------------------------------------------------------------ nominations
+    def _nominated_uids(self, snapshot: Snapshot) -> set[str]:
+        """Pods covered by capacity on its way: in flight (ours) or holding a valid nomination."""
+        now = self.clock.now()
+        result = set(self.ledger.in_flight())
+        for node in self.inputs.nodes(snapshot).values():
+            raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
+            if not raw:
+                continue
+            current = nom.active(nom.decode(raw), now, snapshot.bound_pod_uids)
+            name = (node.get("metadata") or {}).get("name") or ""
+            result.update(set(current.pods) - _displaced(node, current, snapshot.pods_on(name)))
+        return result
+
+    def _prune_nominations(self, snapshot: Snapshot) -> None:
+        """Drop ended reservations (pod bound, deleted, deadline passed) from our nodes' annotations.
+
+        Reads our own latest write of a node when the snapshot does not show it yet, so that
+        the ``test`` op of the patch holds the value the API server has.
+        """
+        now = self.clock.now()
+        present = set(snapshot.pods)
+        self.ledger.release_displaced(snapshot)
+        for name, node in self.inputs.nodes(snapshot).items():
+            meta = node.get("metadata") or {}
+            raw = (meta.get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
+            if raw is None:
+                continue
+            decoded = nom.decode(raw)
+            bound = snapshot.bound_pod_uids
+            ended = {
+                uid for uid in decoded.pods
+                if uid not in present or (uid in bound and _bound_for(snapshot.pods[uid], now) >= BIND_GRACE_SECONDS)
+            }
+            current = nom.active(decoded, now, ended)
+            # the displacement check counts each bound pod once, as bound
+            displaced = _displaced(node, nom.active(current, now, bound), snapshot.pods_on(name))
+            if displaced:
+                log.info("Nominated pod(s) %s no longer fit on node %s beside its bound pods; provisioning again",
+                         ", ".join(sorted(current.pods[u].pod for u in displaced)), name)
+                current = nom.active(current, now, displaced)
+                self.ledger.displaced(displaced, name)
+            if current == decoded and not decoded.malformed:
+                continue
+            patched = patch_nominations(self.api, name, raw, nom.encode(current) if current.pods else None)
+            if patched is not None:
+                self.ledger.rewrote(name, patched)
+
+    # ------------------------------------------------------------------ replacement
+    def _promise(self, node_name: str, pods: Sequence[Object], result: ProvisionResult) -> None:
+        """Hold the room each target node was chosen for while ``node_name``'s pods wait to move.
+
+        The old pods stay bound to the expiring node while it drains, and the replacement
+        carries no nominations for them (their ReplicaSet recreates them with new UIDs), so
+        without this the next expiring node's pods would be planned into the same free room.
+        Each pod's room is held until it leaves the expiring node
+        (:meth:`InFlightLedger.reserved <provisioner.state.inflight.InFlightLedger.reserved>`).
+        """
+        requests: dict[str, Resources] = {}
+        for pod in pods:
+            try:
+                requests[_uid(pod)] = pod_requests(pod)
+            except (ValueError, TypeError, AttributeError):
+                continue
+        targets: dict[str, tuple[str, ...]] = {n.name: n.pod_uids for n in result.launched}
+        for target, uids in result.placed_existing.items():
+            targets[target] = (*targets.get(target, ()), *uids)
+        room = {target: {uid: requests[uid] for uid in uids if uid in requests} for target, uids in targets.items()}
+        self.ledger.promise(node_name, room)
