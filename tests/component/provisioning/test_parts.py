@@ -217,3 +217,44 @@ def test_loop_wakes_when_a_backoff_ends():
     assert cluster.controller._next_wake() == 5
     cluster.clock.advance(4)
     assert cluster.controller._next_wake() == 1
+
+
+def test_warm_up_fetches_the_instance_types_ahead(caplog):
+    cluster = Cluster()
+    with caplog.at_level("INFO"):
+        cluster.controller.warm_up()
+    assert [p.name for p in cluster.cloud.instance_types_calls] == ["default"]
+    assert f"Fetched {len(cluster.cloud.instance_types)} instance types for Provisioner default in " in caplog.text
+
+
+def test_the_running_loop_warms_each_new_provisioner_and_nothing_else_does():
+    cluster = Cluster()
+    other = walkthrough("01-provisioner.yaml")
+    other["metadata"]["name"] = "other"
+    cluster.api.create("Provisioner", other)  # not running: no fetch behind the test's back
+    assert cluster.cloud.instance_types_calls == []
+
+    fetched = {}
+    real = cluster.cloud.get_instance_types
+
+    def recording(provisioner):
+        result = real(provisioner)
+        fetched.setdefault(provisioner.name, threading.Event()).set()
+        return result
+
+    for name in ("default", "other", "late"):
+        fetched[name] = threading.Event()
+    cluster.cloud.get_instance_types = recording
+    stop = threading.Event()
+    thread = threading.Thread(target=cluster.controller.run, args=(stop,))
+    thread.start()
+    try:
+        assert fetched["default"].wait(5) and fetched["other"].wait(5)  # warmed at start
+        late = walkthrough("01-provisioner.yaml")
+        late["metadata"]["name"] = "late"
+        cluster.api.create("Provisioner", late)
+        assert fetched["late"].wait(5)  # created while running: warmed too
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
