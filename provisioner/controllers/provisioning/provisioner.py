@@ -41,6 +41,7 @@ Decisions and their sources:
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -141,6 +142,17 @@ def replacement_nodes(result: ProvisionResult, exclude: str) -> list[str]:
     return sorted({n for n in names if n and n != exclude})
 
 
+class RoundPurpose(enum.Enum):
+    """What a round provisions for."""
+
+    #: Pending pods: they are nominated to their nodes; a pod no Provisioner can serve gets a
+    #: ``FailedProvisioning`` event.
+    PENDING = "pending"
+    #: An expiring node's pods, still bound to it: no nominations (their owner recreates them
+    #: with new UIDs) and no events on them.
+    REPLACEMENT = "replacement"
+
+
 @dataclass
 class _Round:
     """Bookkeeping of one provisioning round; read and written on the round's thread only."""
@@ -155,7 +167,12 @@ class _Round:
     unschedulable: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     unavailable: set[Offering] = field(default_factory=set)
-    nominate: bool = True  # False for replacement capacity: the pods are bound elsewhere
+    purpose: RoundPurpose = RoundPurpose.PENDING
+
+    @property
+    def nominate(self) -> bool:
+        """Whether the round's pods are nominated to the nodes found for them."""
+        return self.purpose is RoundPurpose.PENDING
 
 
 @dataclass(frozen=True)
@@ -241,7 +258,7 @@ class NodeProvisioner:
             # keep the decoded-node cache warm, so that the next burst only pays for changes
             self.inputs.cluster_nodes(snapshot, frozenset())
             return ProvisionResult()
-        return self._round(snapshot, pods, frozenset(), warn_unschedulable=True, nominate=True)
+        return self._round(snapshot, pods, frozenset(), RoundPurpose.PENDING)
 
     def replace(self, snapshot: Snapshot, pods: Sequence[Object], node_name: str) -> list[str]:
         """Capacity for an expiring node's ``pods`` anywhere but ``node_name``; the nodes to wait for.
@@ -268,7 +285,7 @@ class NodeProvisioner:
             copy["status"] = status
             pending.append(copy)
         self.ledger.withdraw(node_name)
-        result = self._round(snapshot, pending, frozenset({node_name}), warn_unschedulable=False, nominate=False)
+        result = self._round(snapshot, pending, frozenset({node_name}), RoundPurpose.REPLACEMENT)
         names = replacement_nodes(result, node_name)
         self._promise(node_name, pods, result)
         return names
@@ -278,16 +295,14 @@ class NodeProvisioner:
         snapshot: Snapshot,
         pod_objects: Sequence[Object],
         exclude: frozenset[str],
-        *,
-        warn_unschedulable: bool,
-        nominate: bool,
+        purpose: RoundPurpose,
     ) -> ProvisionResult:
         round_ = _Round(
             snapshot=snapshot,
             usage=self.inputs.usage(snapshot),
             exclude=exclude,
             pod_objects={_uid(p): p for p in pod_objects},
-            nominate=nominate,
+            purpose=purpose,
         )
         pods = self.inputs.pods(snapshot, pod_objects, round_.unschedulable)
         provisioners = {
@@ -300,8 +315,7 @@ class NodeProvisioner:
         if not provisioners:
             for pod in pods:
                 round_.unschedulable[pod.key] = "no Provisioner exists"
-            if warn_unschedulable:
-                self._warn_unschedulable(round_)
+            self._warn_unschedulable(round_)
             return self._result(round_, len(pods))
         instance_types = self.inputs.instance_types(provisioners, snapshot, round_.unavailable)
         nodes = self.inputs.candidate_nodes(self.inputs.cluster_nodes(snapshot, exclude), pods)
@@ -311,8 +325,7 @@ class NodeProvisioner:
         finally:
             # launches that ended without a node for their pods (errors, limits): not covered
             self.ledger.end_launches(pod.uid for pod in pods)
-        if warn_unschedulable:
-            self._warn_unschedulable(round_)
+        self._warn_unschedulable(round_)
         return self._result(round_, len(pods))
 
     @staticmethod
@@ -537,6 +550,9 @@ class NodeProvisioner:
         ).inc(len(pods))
 
     def _warn_unschedulable(self, round_: _Round) -> None:
+        """``FailedProvisioning`` on each pending pod no Provisioner can serve (replacement rounds: none)."""
+        if round_.purpose is not RoundPurpose.PENDING:
+            return
         by_key = {_key(obj): obj for obj in round_.pod_objects.values()}
         for key, reason in round_.unschedulable.items():
             obj = by_key.get(key)
