@@ -1,14 +1,16 @@
 """A provisioning round: snapshot -> results -> launched and nominated nodes (Karpenter's ``provisioner.go``).
 
 One round (:meth:`NodeProvisioner.provision` for pending pods, :meth:`NodeProvisioner.replace`
-for an expiring node's pods) takes the cluster snapshot and:
+for an expiring node's pods) takes the cluster snapshot (after :meth:`NodeProvisioner.provisionable`
+released what it shows from the ledger and pruned ended nominations) and:
 
 1. builds the solver input (:class:`~provisioner.controllers.provisioning.inputs.SolverInputs`:
    pods, Provisioners, instance types, existing and in-flight nodes, DaemonSets, limit usage);
 2. :meth:`~NodeProvisioner.schedule`: solves (pure :func:`provisioner.scheduling.solver.solve`)
    and checks each planned node against back-off and limits, giving :class:`Results`;
 3. :meth:`~NodeProvisioner.record`: writes the nominations of pods placed on in-flight nodes
-   and their events (as Karpenter's ``Results.Record``);
+   (:class:`~provisioner.controllers.provisioning.nominations.NodeNominations`) and their
+   events (as Karpenter's ``Results.Record``);
 4. launches the planned nodes (:class:`~provisioner.controllers.provisioning.launcher.Launcher`)
    and merges the outcomes on the round's thread: limit usage, back-off, the in-flight ledger,
    ``Launched`` / ``Nominated`` / ``LaunchFailed`` / ``InsufficientCapacity`` events;
@@ -33,8 +35,9 @@ Decisions and their sources:
   could overshoot; we do not). A launch reserves its largest option until its outcome says
   which type it was.
 * Replacement capacity (the expiration controller's ``Replacer``): the room each target node
-  was chosen for is promised to the expiring node until it is gone, so nodes expiring together
-  each get their own.
+  was chosen for is promised to the expiring node's pods until they leave it, so nodes
+  expiring together each get their own; a replacement fails (the node is kept) when any pod
+  got no capacity.
 * Events: ``Nominated`` on each pod, ``Launched`` on the Provisioner, ``FailedProvisioning``
   (Warning) on a pod no Provisioner can serve; log lines as the walkthrough shows them.
 """
@@ -45,7 +48,6 @@ import enum
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from provisioner import metrics
 from provisioner.api.types import Provisioner
@@ -61,18 +63,12 @@ from provisioner.controllers.provisioning.launcher import (
     Offering,
 )
 from provisioner.controllers.provisioning.nodes import node_request_id, quantity_string, taint_dicts
-from provisioner.controllers.provisioning.rules import (
-    BIND_GRACE_SECONDS,
-    _bound_for,
-    _displaced,
-    _key,
-    _uid,
-)
+from provisioner.controllers.provisioning.nominations import NodeNominations
+from provisioner.controllers.provisioning.rules import _key, _uid
 from provisioner.controllers.provisioning.selection import not_provisionable_reason, owner_kind
-from provisioner.kube.api import ApiError, KubeAPI, NotFoundError, Object
+from provisioner.kube.api import KubeAPI, Object
 from provisioner.kube.events import EventRecorder
 from provisioner.model import labels as wk
-from provisioner.model import nominations as nom
 from provisioner.model.resources import Resources
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.nodes import ClusterNode
@@ -189,34 +185,6 @@ class Results:
     launches: tuple[LaunchJob, ...]
 
 
-def patch_nominations(api: KubeAPI, node_name: str, old: str | None, new: str | None) -> Object | None:
-    """Replace the nominations annotation only if it still reads ``old`` (a JSON patch ``test``).
-
-    The initialization controller moves the deadline of the same annotation; the test op
-    makes a concurrent change fail (422) instead of being overwritten, and the next round
-    starts from the new value. Without an ``old`` value there is nothing to race with and a
-    merge patch adds the annotation (the annotations map itself may be absent). Returns the
-    patched Node, None when the write failed (logged).
-    """
-    try:
-        if old is None:
-            return api.patch("Node", node_name, {"metadata": {"annotations": {wk.NOMINATIONS_ANNOTATION: new}}})
-        path = "/metadata/annotations/" + wk.NOMINATIONS_ANNOTATION.replace("~", "~0").replace("/", "~1")
-        ops: list[dict[str, Any]] = [{"op": "test", "path": path, "value": old}]
-        ops.append({"op": "remove", "path": path} if new is None else {"op": "replace", "path": path, "value": new})
-        return api.patch("Node", node_name, ops)
-    except NotFoundError:
-        log.debug("Node %s is gone; its nominations went with it", node_name)
-        return None
-    except ApiError as exc:
-        log.info(
-            "Nominations of node %s changed meanwhile or could not be written (%s); retrying next round",
-            node_name,
-            exc,
-        )
-        return None
-
-
 class NodeProvisioner:
     """Turns a snapshot's pods into launched, nominated nodes. See the module docstring.
 
@@ -243,13 +211,14 @@ class NodeProvisioner:
         self.inputs = inputs
         self.launcher = launcher
         self.solver = solver
+        self.nominations = NodeNominations(api, clock, ledger, inputs)
 
     # ------------------------------------------------------------------ rounds
     def provisionable(self, snapshot: Snapshot) -> list[Object]:
         """Release what ``snapshot`` shows, prune ended nominations, and return the provisionable pods."""
         self.ledger.release(snapshot, self.clock.now())
-        self._prune_nominations(snapshot)
-        nominated = self._nominated_uids(snapshot)
+        self.nominations.prune(snapshot)
+        nominated = self.nominations.covered(snapshot)
         return [p for p in snapshot.pending_pods if not_provisionable_reason(p, nominated) is None]
 
     def provision(self, snapshot: Snapshot, pods: Sequence[Object]) -> ProvisionResult:
@@ -266,9 +235,9 @@ class NodeProvisioner:
         The pods (wire-form, bound to ``node_name``) are solved as if pending (their
         ``nodeName`` is ignored; DaemonSet and static pods are left out: their controller puts
         them on every node); placements on existing capacity launch nothing. The room each
-        target node was chosen for is promised to ``node_name`` until it is gone (earlier
-        promises to it are withdrawn first: they were for these same pods). Returns
-        :func:`replacement_nodes`; raises ReplacementError when a launch failed.
+        target node was chosen for is promised to each pod until it leaves ``node_name``
+        (earlier promises to ``node_name`` are withdrawn first: they were for these same pods).
+        Returns :func:`replacement_nodes`; raises ReplacementError when some pod got no capacity.
         """
         self.ledger.release(snapshot, self.clock.now())
         pending = []
@@ -512,42 +481,18 @@ class NodeProvisioner:
                 self._nominate_existing(placement.node, placement.pods, round_)
 
     def _nominate_existing(self, node_name: str, pods: Sequence[Pod], round_: _Round) -> None:
-        """Add pods the solver placed on an in-flight node of ours to its nominations (one patch)."""
-        node = self.inputs.nodes(round_.snapshot).get(node_name)
+        """Add pods the solver placed on an in-flight node of ours to its nominations; their events."""
+        node = self.nominations.add(node_name, pods, round_.snapshot, self.launcher.nomination_deadline())
         if node is None:
             return
-        patched: Object | None = None
-        for attempt in range(2):
-            if attempt:  # the cached node was stale: read the current one
-                try:
-                    node = self.api.get("Node", node_name)
-                except ApiError as exc:
-                    log.warning("Could not nominate %d pod(s) to node %s: %s", len(pods), node_name, exc)
-                    return
-            raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
-            current = nom.active(nom.decode(raw), self.clock.now(), round_.snapshot.bound_pod_uids)
-            now = self.clock.now()
-            deadline = current.deadline if current.deadline > now else self.launcher.nomination_deadline()
-            updated = current
-            for pod in pods:
-                updated = nom.nominate(updated, pod.uid, pod.key, pod.requests, deadline)
-            patched = patch_nominations(self.api, node_name, raw, nom.encode(updated))
-            if patched is not None:
-                break
-        if patched is None:
-            return
-        # until a snapshot shows these nominations
-        self.ledger.wrote(node_name, patched, (pod.uid for pod in pods), deadline)
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        where = f"{labels.get(wk.INSTANCE_TYPE, '?')}, {labels.get(wk.ZONE, '?')}"
         for pod in pods:
             round_.nominated_existing.setdefault(node_name, []).append(pod.uid)
             obj = round_.pod_objects.get(pod.uid)
             if obj is not None:
-                labels = (node.get("metadata") or {}).get("labels") or {}
-                where = f"{labels.get(wk.INSTANCE_TYPE, '?')}, {labels.get(wk.ZONE, '?')}"
                 self.recorder.normal(obj, "Nominated", f"Pod should schedule on node {node_name} ({where})")
-        metrics.PODS_NOMINATED.labels(
-            provisioner=str(((node.get("metadata") or {}).get("labels") or {}).get(wk.PROVISIONER_NAME, ""))
-        ).inc(len(pods))
+        metrics.PODS_NOMINATED.labels(provisioner=str(labels.get(wk.PROVISIONER_NAME, ""))).inc(len(pods))
 
     def _warn_unschedulable(self, round_: _Round) -> None:
         """``FailedProvisioning`` on each pending pod no Provisioner can serve (replacement rounds: none)."""
@@ -640,54 +585,6 @@ class NodeProvisioner:
         provisioner_event(self.recorder, provisioner.name, round_.snapshot, "Warning", "LaunchFailed", message)
         for pod in planned.pods:
             round_.failed[pod.key] = message
-
-    # ------------------------------------------------------------------ nominations
-    def _nominated_uids(self, snapshot: Snapshot) -> set[str]:
-        """Pods covered by capacity on its way: in flight (ours) or holding a valid nomination."""
-        now = self.clock.now()
-        result = set(self.ledger.in_flight())
-        for node in self.inputs.nodes(snapshot).values():
-            raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
-            if not raw:
-                continue
-            current = nom.active(nom.decode(raw), now, snapshot.bound_pod_uids)
-            name = (node.get("metadata") or {}).get("name") or ""
-            result.update(set(current.pods) - _displaced(node, current, snapshot.pods_on(name)))
-        return result
-
-    def _prune_nominations(self, snapshot: Snapshot) -> None:
-        """Drop ended reservations (pod bound, deleted, deadline passed) from our nodes' annotations.
-
-        Reads our own latest write of a node when the snapshot does not show it yet, so that
-        the ``test`` op of the patch holds the value the API server has.
-        """
-        now = self.clock.now()
-        present = set(snapshot.pods)
-        self.ledger.release_displaced(snapshot)
-        for name, node in self.inputs.nodes(snapshot).items():
-            meta = node.get("metadata") or {}
-            raw = (meta.get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
-            if raw is None:
-                continue
-            decoded = nom.decode(raw)
-            bound = snapshot.bound_pod_uids
-            ended = {
-                uid for uid in decoded.pods
-                if uid not in present or (uid in bound and _bound_for(snapshot.pods[uid], now) >= BIND_GRACE_SECONDS)
-            }
-            current = nom.active(decoded, now, ended)
-            # the displacement check counts each bound pod once, as bound
-            displaced = _displaced(node, nom.active(current, now, bound), snapshot.pods_on(name))
-            if displaced:
-                log.info("Nominated pod(s) %s no longer fit on node %s beside its bound pods; provisioning again",
-                         ", ".join(sorted(current.pods[u].pod for u in displaced)), name)
-                current = nom.active(current, now, displaced)
-                self.ledger.displaced(displaced, name)
-            if current == decoded and not decoded.malformed:
-                continue
-            patched = patch_nominations(self.api, name, raw, nom.encode(current) if current.pods else None)
-            if patched is not None:
-                self.ledger.rewrote(name, patched)
 
     # ------------------------------------------------------------------ replacement
     def _promise(self, node_name: str, pods: Sequence[Object], result: ProvisionResult) -> None:

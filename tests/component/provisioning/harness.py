@@ -26,7 +26,7 @@ def walkthrough(name):
 
 
 def r6gd_xlarge(**kw):
-    """r6gd.xlarge with issue 3's numbers: capacity 4000m / 30310 MiB / 58 pods, allocatable 3820m / 29217 MiB."""
+    """r6gd.xlarge as the walkthrough shows it: capacity 4000m / 30310 MiB / 58 pods, allocatable 3820m / 29217 MiB."""
     return make_instance_type(
         "r6gd.xlarge",
         cpu_milli=4000,

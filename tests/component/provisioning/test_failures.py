@@ -5,7 +5,7 @@ import pytest
 
 from provisioner.cloudprovider.types import LaunchError
 from provisioner.controllers.provisioning import ReplacementError
-from provisioner.controllers.provisioning.provisioner import patch_nominations
+from provisioner.controllers.provisioning.nominations import patch_nominations
 from provisioner.kube.api import ApiError
 from provisioner.model import labels as wk
 from provisioner.settings import ProvisioningSettings
