@@ -28,9 +28,10 @@ from typing import Any
 from provisioner.clock import FakeClock
 from provisioner.cloudprovider.fake import FakeCloudProvider, default_instance_types
 from provisioner.cloudprovider.types import Machine, NodeRequest
-from provisioner.controllers.provisioning import ProvisioningController, ProvisioningSettings
+from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.fake import FakeKubeAPI
+from provisioner.settings import ProvisioningSettings
 from provisioner.state import ClusterState
 
 PROVISIONER: dict[str, Any] = {
@@ -141,15 +142,17 @@ def run(n: int, seed: int = 1, existing: int = 0, pods_per_node: int = 10) -> di
     api.subscribe(state.handle)
     controller = ProvisioningController(api, state, cloud, clock, recorder, ProvisioningSettings())
     controller.watch_state()
-    controller.reconcile_once()  # a running controller has looked at the cluster before the burst
+    controller.reconcile()  # a running controller has looked at the cluster before the burst
     rng = random.Random(seed)
     for i in range(n):
         api.create("Pod", pod(i, rng))
     clock.advance(1.0)  # the idle window passes (excluded from the figure)
+    batch = controller.batcher.take()
+    assert batch is not None, "the batching window did not close"
     start = time.perf_counter()
-    result = controller.step()
+    result = controller.reconcile(batch)
     end = time.perf_counter()
-    assert result is not None and cloud.stamps, "nothing was launched"
+    assert cloud.stamps, "nothing was launched"
     return {
         "pods": float(result.pods),
         "nodes": float(len(result.nodes)),

@@ -1,10 +1,16 @@
 """Settings of ``groupless controller``: every one a flag and a ``GROUPLESS_*`` environment variable.
 
 A Deployment sets environment variables, a developer types flags; both work, the flag wins, and
-``--help`` shows the default (or the value the environment supplies). The fields mirror
-Karpenter v0.6.3's flags (``CLUSTER_NAME``, ``CLUSTER_ENDPOINT``, ``AWS_ENI_LIMITED_POD_DENSITY``,
+``--help`` shows the default (or the value the environment supplies). The flags mirror
+Karpenter v0.6.3's (``CLUSTER_NAME``, ``CLUSTER_ENDPOINT``, ``AWS_ENI_LIMITED_POD_DENSITY``,
 ``AWS_DEFAULT_INSTANCE_PROFILE``) plus the lifecycle timings this project makes settable.
-Durations are seconds (floats); bad values fail at start-up with a message naming the flag and
+
+In code the settings are frozen groups (:class:`Batching`, :class:`NodeDefaults`,
+:class:`LeaderElection`, :class:`AWS`, :class:`Serving`, :class:`Logging`) inside
+:class:`ControllerSettings`, one name per knob, durations in seconds with ``_seconds`` in the
+name; the provisioning controller takes :attr:`ControllerSettings.provisioning`. Flags and
+variables keep the documented names (``--batch-idle-duration`` sets ``batching.idle_seconds``;
+the table is :data:`_OPTIONS`). Bad values fail at start-up with a message naming the flag and
 the environment variable.
 """
 
@@ -14,7 +20,7 @@ import argparse
 import ipaddress
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from provisioner.logging import FORMATS, LEVEL_NAMES, format_name, level_name
@@ -22,39 +28,133 @@ from provisioner.logging import FORMATS, LEVEL_NAMES, format_name, level_name
 ENV_PREFIX = "GROUPLESS_"
 
 
-@dataclass(frozen=True, slots=True)
-class ControllerSettings:
-    """Everything the controller process needs; defaults are the documented ones."""
+#: Seconds between full re-reconciles of every object, and between unprompted looks at pending pods.
+DEFAULT_RESYNC_SECONDS = 60.0
 
-    kubeconfig: str | None = None
+
+@dataclass(frozen=True, slots=True)
+class Batching:
+    """The batching window (Karpenter's batcher; seconds, pods).
+
+    It closes ``idle_seconds`` after the last new pending pod, ``max_seconds`` after it opened,
+    or at ``max_pods`` pods, whichever comes first.
+    """
+
+    idle_seconds: float = 1.0
+    max_seconds: float = 10.0
+    max_pods: int = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDefaults:
+    """What every launched node gets, and how long it has.
+
+    ``labels`` / ``annotations`` go on every Node created (the local cluster hands nodes to kwok
+    with an annotation). ``registration_timeout_seconds``: a node not Ready this long after
+    creation is terminated. ``nomination_ttl_seconds``: a Ready node's nominations expire this
+    long later; a new node's nomination deadline is launch + both (the initialization
+    controller moves it once the node is Ready).
+    """
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    registration_timeout_seconds: float = 900.0
+    nomination_ttl_seconds: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisioningSettings:
+    """What the provisioning controller needs (seconds; counts).
+
+    ``batching`` and ``nodes``: the groups of the same name in :class:`ControllerSettings`.
+    ``resync_seconds``: how often the loop looks at pending pods without a signal.
+    ``backoff_base_seconds`` / ``backoff_max_seconds``: per-Provisioner exponential back-off
+    after launch errors. ``ice_retries``: rounds of re-solving after insufficient capacity.
+    ``launch_parallelism``: concurrent launches.
+    """
+
+    batching: Batching = field(default_factory=Batching)
+    nodes: NodeDefaults = field(default_factory=NodeDefaults)
+    resync_seconds: float = DEFAULT_RESYNC_SECONDS
+    backoff_base_seconds: float = 5.0
+    backoff_max_seconds: float = 300.0
+    ice_retries: int = 3
+    launch_parallelism: int = 16
+
+
+@dataclass(frozen=True, slots=True)
+class AWS:
+    """The AWS cloud provider: the cluster its nodes join, and where and how it launches them.
+
+    ``cluster_name`` tags instances (``kubernetes.io/cluster/<name>``) and goes into user data
+    with ``cluster_endpoint``, ``cluster_ca_bundle`` (base64; empty: discovered) and
+    ``service_cidr`` (AL2023 nodeadm). ``region`` ``None``: the SDK's default chain;
+    ``endpoint_url`` / ``pricing_endpoint_url``: EC2/SSM and Pricing API overrides.
+    """
+
     cluster_name: str = ""
     cluster_endpoint: str = ""
     cluster_ca_bundle: str = ""
     service_cidr: str = "10.100.0.0/16"
-    cloud_provider: str = "aws"
-    aws_region: str | None = None
-    aws_endpoint_url: str | None = None
-    aws_pricing_endpoint_url: str | None = None
+    region: str | None = None
+    endpoint_url: str | None = None
+    pricing_endpoint_url: str | None = None
     default_instance_profile: str | None = None
     eni_limited_pod_density: bool = True
-    batch_idle_duration: float = 1.0
-    batch_max_duration: float = 10.0
-    registration_timeout: float = 900.0
-    nomination_ttl: float = 300.0
-    gc_grace: float = 300.0
-    node_labels: Mapping[str, str] = field(default_factory=dict)
-    node_annotations: Mapping[str, str] = field(default_factory=dict)
-    log_level: str = "info"
-    log_format: str = "text"
-    leader_elect: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElection:
+    """client-go's leader election over a ``coordination.k8s.io/v1`` Lease (seconds)."""
+
+    enabled: bool = True
     lease_name: str = "groupless-controller"
     lease_namespace: str = "kube-system"
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    lease_duration_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """``host:port`` addresses: probes and metrics, and the optional in-process extender (empty: off)."""
+
     listen_address: str = "0.0.0.0:8080"
-    resync_period: float = 60.0
     extender_address: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Logging:
+    """Log level (``debug`` ... ``error``) and format (``text`` or ``json``)."""
+
+    level: str = "info"
+    format: str = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    """Everything the controller process needs, in groups; defaults are the documented ones.
+
+    ``gc_grace_seconds``: an instance with no Node this long is terminated. ``resync_seconds``:
+    the period of the lifecycle controllers' full resync and of the provisioning loop's
+    unprompted look at pending pods.
+    """
+
+    kubeconfig: str | None = None
+    cloud_provider: str = "aws"
+    aws: AWS = field(default_factory=AWS)
+    batching: Batching = field(default_factory=Batching)
+    nodes: NodeDefaults = field(default_factory=NodeDefaults)
+    gc_grace_seconds: float = 300.0
+    resync_seconds: float = DEFAULT_RESYNC_SECONDS
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
+    serving: Serving = field(default_factory=Serving)
+    logging: Logging = field(default_factory=Logging)
+
+    @property
+    def provisioning(self) -> ProvisioningSettings:
+        """The provisioning controller's settings: this process's batching, node defaults and resync."""
+        return ProvisioningSettings(batching=self.batching, nodes=self.nodes, resync_seconds=self.resync_seconds)
 
 
 class SettingsError(ValueError):
@@ -120,51 +220,100 @@ def _cidr(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Option:
+    """One setting as users know it: ``name`` gives the flag and the variable, ``path`` the field.
+
+    ``path`` is the attribute path in :class:`ControllerSettings` (``("batching", "idle_seconds")``
+    for ``--batch-idle-duration``); the flag and variable names are the documented ones and
+    stay as they are when a field is renamed.
+    """
+
     name: str
+    path: tuple[str, ...]
     parse: Callable[[str], Any]
     help: str
 
 
 _OPTIONS: tuple[_Option, ...] = (
-    _Option("kubeconfig", _optional, "kubeconfig file; unset: $KUBECONFIG, then in-cluster config"),
-    _Option("cluster_name", str, "cluster name: instance tags kubernetes.io/cluster/<name> and user data"),
-    _Option("cluster_endpoint", str, "API server URL written into node user data"),
-    _Option("cluster_ca_bundle", str,
+    _Option("kubeconfig", ("kubeconfig",), _optional,
+            "kubeconfig file; unset: $KUBECONFIG, then in-cluster config"),
+    _Option("cluster_name", ("aws", "cluster_name"), str,
+            "cluster name: instance tags kubernetes.io/cluster/<name> and user data"),
+    _Option("cluster_endpoint", ("aws", "cluster_endpoint"), str, "API server URL written into node user data"),
+    _Option("cluster_ca_bundle", ("aws", "cluster_ca_bundle"), str,
             "base64 CA bundle of the API server, for node user data (unset: the in-cluster service "
             "account's ca.crt, else the kubeconfig's certificate-authority-data; none: launches fail)"),
-    _Option("service_cidr", _cidr,
+    _Option("service_cidr", ("aws", "service_cidr"), _cidr,
             "the cluster's Service CIDR, for AL2023 nodeadm (which derives the cluster DNS IP from it); "
             "EKS picks 10.100.0.0/16, or 172.20.0.0/16 when the VPC is in 10.0.0.0/8: set it then"),
-    _Option("cloud_provider", _choice("aws", "fake"), "cloud provider: aws (boto3) or fake (in memory, tests)"),
-    _Option("aws_region", _optional, "AWS region (unset: the SDK's default chain)"),
-    _Option("aws_endpoint_url", _optional, "EC2/SSM endpoint URL override (e.g. a moto server, a VPC endpoint)"),
-    _Option("aws_pricing_endpoint_url", _optional,
+    _Option("cloud_provider", ("cloud_provider",), _choice("aws", "fake"),
+            "cloud provider: aws (boto3) or fake (in memory, tests)"),
+    _Option("aws_region", ("aws", "region"), _optional, "AWS region (unset: the SDK's default chain)"),
+    _Option("aws_endpoint_url", ("aws", "endpoint_url"), _optional,
+            "EC2/SSM endpoint URL override (e.g. a moto server, a VPC endpoint)"),
+    _Option("aws_pricing_endpoint_url", ("aws", "pricing_endpoint_url"), _optional,
             "Pricing API endpoint URL override (unset: AWS's own; when only --aws-endpoint-url is set, "
             "the Pricing API is not called and the static price table is used)"),
-    _Option("default_instance_profile", _optional, "instance profile when a Provisioner names none"),
-    _Option("eni_limited_pod_density", _parse_bool, "max pods from ENI limits (false: 110)"),
-    _Option("batch_idle_duration", _parse_duration, "seconds without a new pending pod that close a batch"),
-    _Option("batch_max_duration", _parse_duration, "longest a batch stays open, seconds"),
-    _Option("registration_timeout", _parse_duration,
+    _Option("default_instance_profile", ("aws", "default_instance_profile"), _optional,
+            "instance profile when a Provisioner names none"),
+    _Option("eni_limited_pod_density", ("aws", "eni_limited_pod_density"), _parse_bool,
+            "max pods from ENI limits (false: 110)"),
+    _Option("batch_idle_duration", ("batching", "idle_seconds"), _parse_duration,
+            "seconds without a new pending pod that close a batch"),
+    _Option("batch_max_duration", ("batching", "max_seconds"), _parse_duration,
+            "longest a batch stays open, seconds"),
+    _Option("registration_timeout", ("nodes", "registration_timeout_seconds"), _parse_duration,
             "a node not Ready this many seconds after creation is terminated"),
-    _Option("nomination_ttl", _parse_duration, "a Ready node's nominations expire this many seconds later"),
-    _Option("gc_grace", _parse_duration, "an instance with no Node for this many seconds is terminated"),
-    _Option("node_labels", _parse_map, "extra labels for every launched node, k=v,k=v"),
-    _Option("node_annotations", _parse_map, "extra annotations for every launched node, k=v,k=v"),
-    _Option("log_level", level_name, f"log level: {', '.join(LEVEL_NAMES)}"),
-    _Option("log_format", format_name, f"log format: {', '.join(FORMATS)}"),
-    _Option("leader_elect", _parse_bool, "elect a leader with a coordination.k8s.io/v1 Lease"),
-    _Option("lease_name", str, "name of the leader-election Lease"),
-    _Option("lease_namespace", str, "namespace of the leader-election Lease"),
-    _Option("lease_duration", _parse_duration, "seconds a Lease holds without renewal"),
-    _Option("renew_deadline", _parse_duration, "seconds the leader keeps trying to renew before it stops"),
-    _Option("retry_period", _parse_duration, "seconds between acquire/renew attempts"),
-    _Option("listen_address", str, "host:port serving /healthz, /readyz and /metrics"),
-    _Option("resync_period", _parse_duration, "seconds between full re-reconciles of every object"),
-    _Option("extender_address", str,
+    _Option("nomination_ttl", ("nodes", "nomination_ttl_seconds"), _parse_duration,
+            "a Ready node's nominations expire this many seconds later"),
+    _Option("gc_grace", ("gc_grace_seconds",), _parse_duration,
+            "an instance with no Node for this many seconds is terminated"),
+    _Option("node_labels", ("nodes", "labels"), _parse_map, "extra labels for every launched node, k=v,k=v"),
+    _Option("node_annotations", ("nodes", "annotations"), _parse_map,
+            "extra annotations for every launched node, k=v,k=v"),
+    _Option("log_level", ("logging", "level"), level_name, f"log level: {', '.join(LEVEL_NAMES)}"),
+    _Option("log_format", ("logging", "format"), format_name, f"log format: {', '.join(FORMATS)}"),
+    _Option("leader_elect", ("leader_election", "enabled"), _parse_bool,
+            "elect a leader with a coordination.k8s.io/v1 Lease"),
+    _Option("lease_name", ("leader_election", "lease_name"), str, "name of the leader-election Lease"),
+    _Option("lease_namespace", ("leader_election", "lease_namespace"), str,
+            "namespace of the leader-election Lease"),
+    _Option("lease_duration", ("leader_election", "lease_duration_seconds"), _parse_duration,
+            "seconds a Lease holds without renewal"),
+    _Option("renew_deadline", ("leader_election", "renew_deadline_seconds"), _parse_duration,
+            "seconds the leader keeps trying to renew before it stops"),
+    _Option("retry_period", ("leader_election", "retry_period_seconds"), _parse_duration,
+            "seconds between acquire/renew attempts"),
+    _Option("listen_address", ("serving", "listen_address"), str,
+            "host:port serving /healthz, /readyz and /metrics"),
+    _Option("resync_period", ("resync_seconds",), _parse_duration,
+            "seconds between full re-reconciles of every object"),
+    _Option("extender_address", ("serving", "extender_address"), str,
             "host:port to also serve the scheduler extender (/filter, /prioritize) on, plain HTTP, "
             "from this process's cache; empty: not served (use groupless extender)"),
 )
+
+
+def _value(settings: ControllerSettings, option: _Option) -> Any:
+    """The value of ``option`` in ``settings`` (follows its attribute path)."""
+    value: Any = settings
+    for attribute in option.path:
+        value = getattr(value, attribute)
+    return value
+
+
+def _build(values: Mapping[tuple[str, ...], Any]) -> ControllerSettings:
+    """:class:`ControllerSettings` with the given attribute paths set, defaults elsewhere."""
+    top: dict[str, Any] = {}
+    groups: dict[str, dict[str, Any]] = {}
+    for path, value in values.items():
+        if len(path) == 1:
+            top[path[0]] = value
+        else:
+            groups.setdefault(path[0], {})[path[1]] = value
+    defaults = ControllerSettings()
+    for group, changes in groups.items():
+        top[group] = replace(getattr(defaults, group), **changes)
+    return replace(defaults, **top)
 
 
 def env_name(option: str) -> str:
@@ -207,7 +356,7 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] | 
     defaults = ControllerSettings()
     for option in _OPTIONS:
         current = env.get(env_name(option.name))
-        shown = current if current is not None else _show(getattr(defaults, option.name))
+        shown = current if current is not None else _show(_value(defaults, option))
         parser.add_argument(
             flag_name(option.name),
             dest=option.name,
@@ -223,7 +372,7 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
     Raises SettingsError naming the flag, the variable and the bad value.
     """
     env = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
+    values: dict[tuple[str, ...], Any] = {}
     for option in _OPTIONS:
         raw = getattr(args, option.name, None)
         source = flag_name(option.name)
@@ -233,12 +382,12 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
         if raw is None:
             continue
         try:
-            values[option.name] = option.parse(raw)
+            values[option.path] = option.parse(raw)
         except ValueError as error:
             raise SettingsError(f"{source} ({flag_name(option.name)} / {env_name(option.name)}): {error}") from error
-    if values.get("kubeconfig") is None and env.get("KUBECONFIG"):
-        values["kubeconfig"] = env["KUBECONFIG"]
-    settings = ControllerSettings(**values)
+    if values.get(("kubeconfig",)) is None and env.get("KUBECONFIG"):
+        values[("kubeconfig",)] = env["KUBECONFIG"]
+    settings = _build(values)
     validate(settings)
     return settings
 
@@ -249,23 +398,28 @@ def validate(settings: ControllerSettings) -> None:
     client-go's leader election needs lease-duration > renew-deadline > retry-period > 0; a
     batch's idle window cannot exceed its maximum.
     """
-    if settings.leader_elect and not (
-        settings.lease_duration > settings.renew_deadline > settings.retry_period > 0
+    election = settings.leader_election
+    if election.enabled and not (
+        election.lease_duration_seconds > election.renew_deadline_seconds > election.retry_period_seconds > 0
     ):
         raise SettingsError(
-            f"--lease-duration ({settings.lease_duration}) > --renew-deadline ({settings.renew_deadline}) > "
-            f"--retry-period ({settings.retry_period}) > 0 is required for leader election"
+            f"--lease-duration ({election.lease_duration_seconds}) > "
+            f"--renew-deadline ({election.renew_deadline_seconds}) > "
+            f"--retry-period ({election.retry_period_seconds}) > 0 is required for leader election"
         )
-    if settings.batch_idle_duration > settings.batch_max_duration:
+    if settings.batching.idle_seconds > settings.batching.max_seconds:
         raise SettingsError(
-            f"--batch-idle-duration ({settings.batch_idle_duration}) must not exceed "
-            f"--batch-max-duration ({settings.batch_max_duration})"
+            f"--batch-idle-duration ({settings.batching.idle_seconds}) must not exceed "
+            f"--batch-max-duration ({settings.batching.max_seconds})"
         )
 
 
 def from_mapping(values: Mapping[str, str], environ: Mapping[str, str] | None = None) -> ControllerSettings:
-    """Settings from ``{"cluster_name": "x", ...}`` raw strings (tests and embedding)."""
-    names = {f.name for f in fields(ControllerSettings)}
+    """Settings from raw strings keyed by setting name (``{"cluster_name": "x", ...}``; tests and embedding).
+
+    The names are the flags' without the dashes (:func:`option_names`); SettingsError for others.
+    """
+    names = set(option_names())
     unknown = sorted(set(values) - names)
     if unknown:
         raise SettingsError(f"unknown setting(s): {', '.join(unknown)}")
@@ -274,5 +428,5 @@ def from_mapping(values: Mapping[str, str], environ: Mapping[str, str] | None = 
 
 
 def option_names() -> Sequence[str]:
-    """Every setting's field name, in ``--help`` order."""
+    """Every setting's name (the flag without ``--``, dashes as underscores), in ``--help`` order."""
     return [option.name for option in _OPTIONS]

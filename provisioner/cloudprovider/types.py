@@ -16,6 +16,8 @@ from provisioner.api.types import Provisioner
 from provisioner.model.requirements import Requirements
 from provisioner.scheduling.instancetypes import InstanceType
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class NodeRequest:
@@ -57,23 +59,6 @@ class Machine:
     launch_time: str | None = None
     node_request_id: str | None = None
     provisioner_name: str | None = None
-
-
-def log_launched(logger: logging.Logger, machine: Machine, provisioner_name: str) -> None:
-    """The walkthrough's launch line, once per launch (by the provider, or by the controller for one that does not).
-
-    ``Launched instance: i-..., hostname: ..., type: r6gd.xlarge, zone: ap-south-1a, capacityType: on-demand``
-    (Karpenter v0.6.3's wording), with the Provisioner as a structured field.
-    """
-    logger.info(
-        "Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s",
-        machine.instance_id,
-        machine.name,
-        machine.instance_type,
-        machine.zone,
-        machine.capacity_type,
-        extra={"provisioner": provisioner_name},
-    )
 
 
 class CloudProviderError(Exception):
@@ -130,3 +115,47 @@ class CloudProvider(Protocol):
     def list(self) -> MachineList:
         """Every live (not terminated) instance this cluster launched, found by tags."""
         ...
+
+
+class LoggingCloudProvider:
+    """A CloudProvider that logs the walkthrough's launch line once per launch, whatever the provider.
+
+    ``Launched instance: i-..., hostname: ..., type: r6gd.xlarge, zone: ap-south-1a,
+    capacityType: on-demand`` (Karpenter v0.6.3's wording), with the Provisioner as a structured
+    field, after every successful :meth:`create`; every other call goes straight to ``inner``.
+    A decorator as Karpenter's ``pkg/cloudprovider/metrics`` one, so that no provider logs it
+    itself and no caller has to ask whether its provider does. Build with :meth:`around`.
+    """
+
+    def __init__(self, inner: CloudProvider) -> None:
+        self.inner = inner
+
+    @classmethod
+    def around(cls, cloud: CloudProvider) -> LoggingCloudProvider:
+        """``cloud`` with the launch line: itself when it already is one (the line is never logged twice)."""
+        return cloud if isinstance(cloud, LoggingCloudProvider) else cls(cloud)
+
+    def get_instance_types(self, provisioner: Provisioner) -> InstanceTypeList:
+        return self.inner.get_instance_types(provisioner)
+
+    def create(self, request: NodeRequest) -> Machine:
+        machine = self.inner.create(request)
+        log.info(
+            "Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s",
+            machine.instance_id,
+            machine.name,
+            machine.instance_type,
+            machine.zone,
+            machine.capacity_type,
+            extra={"provisioner": request.provisioner.name},
+        )
+        return machine
+
+    def delete(self, provider_id: str) -> None:
+        self.inner.delete(provider_id)
+
+    def get(self, provider_id: str) -> Machine:
+        return self.inner.get(provider_id)
+
+    def list(self) -> MachineList:
+        return self.inner.list()

@@ -14,7 +14,6 @@ Settings: :mod:`provisioner.settings` (each a flag and a ``GROUPLESS_*`` variabl
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import signal
@@ -22,17 +21,16 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Sequence
 from typing import Any
 
 from provisioner.clock import Clock, RealClock
 from provisioner.cloudprovider.types import CloudProvider
-from provisioner.controllers.expiration import Replacer
 from provisioner.controllers.health import serve_health, serve_wsgi
 from provisioner.controllers.leaderelection import LeaderElector
 from provisioner.controllers.manager import Manager, PodsByNode, resync_loop
 from provisioner.controllers.objects import Context, EventSink
-from provisioner.kube.api import KubeAPI, Object
+from provisioner.controllers.provisioning import ProvisioningController
+from provisioner.kube.api import KubeAPI
 from provisioner.settings import ControllerSettings, SettingsError, add_arguments, from_args
 
 log = logging.getLogger(__name__)
@@ -77,7 +75,7 @@ def build_cloud_provider(settings: ControllerSettings, clock: Clock, kube: Any =
         from provisioner.cloudprovider.fake import FakeCloudProvider
 
         return FakeCloudProvider(clock=clock)
-    if not settings.cluster_name:
+    if not settings.aws.cluster_name:
         raise SettingsError("--cluster-name (GROUPLESS_CLUSTER_NAME) is required with --cloud-provider aws")
     from provisioner.cloudprovider.aws.provider import AWSCloudProvider
     from provisioner.cloudprovider.aws.settings import AWSSettings
@@ -86,70 +84,6 @@ def build_cloud_provider(settings: ControllerSettings, clock: Clock, kube: Any =
     provider = AWSCloudProvider.from_settings(aws_settings, clock=clock)
     provider.start()
     return provider
-
-
-def provisioning_settings(settings: ControllerSettings) -> Any:
-    """The provisioning controller's settings from the process settings."""
-    from provisioner.controllers.provisioning.controller import ProvisioningSettings
-
-    return ProvisioningSettings(
-        batch_idle_seconds=settings.batch_idle_duration,
-        batch_max_seconds=settings.batch_max_duration,
-        nomination_ttl_seconds=settings.nomination_ttl,
-        registration_timeout_seconds=settings.registration_timeout,
-        extra_node_labels=dict(settings.node_labels),
-        extra_node_annotations=dict(settings.node_annotations),
-        resync_seconds=settings.resync_period,
-    )
-
-
-def build_provisioning(ctx: Context, state: Any, settings: ControllerSettings, recorder: Any) -> Any | None:
-    """The provisioning controller, or ``None`` when this build has none (logged)."""
-    try:
-        module: Any = importlib.import_module("provisioner.controllers.provisioning.controller")
-    except ImportError as error:
-        log.warning("Provisioning controller unavailable (%s): only lifecycle controllers run", error)
-        return None
-    return module.ProvisioningController(ctx.kube, state, ctx.cloud, ctx.clock, recorder,
-                                         provisioning_settings(settings))
-
-
-class ReplacementFailedError(RuntimeError):
-    """Some pods of an expiring node could not get replacement capacity now (launch errors)."""
-
-
-def replacement_nodes(result: Any, exclude: str) -> list[str]:
-    """The nodes an expiring node must wait for, from a ``ProvisionResult``.
-
-    Launched nodes (``nodes``), in-flight nodes the pods were nominated to
-    (``nominated_existing``) and existing nodes the solver placed them on (``placed_existing``);
-    the expiring node itself never. Raises ReplacementFailedError when launches failed
-    (``failed``: limits, back-off, cloud errors), so the expiration controller retries later
-    instead of draining pods into nothing. Pods no Provisioner can serve (``unschedulable``)
-    do not hold expiry back: no capacity could help them.
-    """
-    failed = dict(getattr(result, "failed", None) or {})
-    if failed:
-        first = sorted(failed.items())[0]
-        raise ReplacementFailedError(f"{len(failed)} pod(s) without replacement capacity, e.g. {first[0]}: {first[1]}")
-    names: list[str] = []
-    for name in getattr(result, "nodes", None) or ():
-        names.append(str(name))
-    if exclude in names:
-        log.warning("Provisioning answered with expiring node %s itself (a reused node request id); "
-                    "not waiting for a replacement", exclude)
-    for attribute in ("nominated_existing", "placed_existing"):
-        names.extend(str(n) for n in (getattr(result, attribute, None) or {}))
-    return sorted({n for n in names if n and n != exclude})
-
-
-def provisioning_replacer(provisioning: Any) -> Replacer:
-    """Adapt ``ProvisioningController.provision(pods, exclude_nodes=...)`` to the expiration controller."""
-
-    def replace(pods: Sequence[Object], node_name: str) -> list[str]:
-        return replacement_nodes(provisioning.provision(list(pods), exclude_nodes={node_name}), node_name)
-
-    return replace
 
 
 class ControllerProcess:
@@ -172,9 +106,9 @@ class ControllerProcess:
         recorder = EventRecorder(kube, component="groupless-controller", clock=self.clock, asynchronous=True)
         self.ctx = Context(kube=kube, cloud=cloud, clock=self.clock, events=events or recorder,
                            pods_on_node=self.pods, reader=self.state.get, lister=self.state.objects)
-        self.provisioning = build_provisioning(self.ctx, self.state, settings, recorder)
-        replacer = provisioning_replacer(self.provisioning) if self.provisioning is not None else None
-        self.manager = Manager(self.ctx, settings, replacer=replacer)
+        self.provisioning = ProvisioningController(kube, self.state, cloud, self.clock, recorder,
+                                                   settings.provisioning)
+        self.manager = Manager(self.ctx, settings, replacer=self.provisioning.replace)
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.leading = threading.Event()
         self.threads: list[threading.Thread] = []
@@ -204,14 +138,14 @@ class ControllerProcess:
 
     def serve_extender(self) -> None:
         """Serve the scheduler extender from this process's cache when ``--extender-address`` is set."""
-        if not self.settings.extender_address:
+        address = self.settings.serving.extender_address
+        if not address:
             return
         from extender.app import create_app_for_cluster
 
-        trigger = self.provisioning.trigger if self.provisioning is not None else None
-        app = create_app_for_cluster(self.state, trigger, clock=self.clock)
-        self.extender_server, _ = serve_wsgi(self.settings.extender_address, app, "extender")
-        log.info("Serving the scheduler extender on http://%s", self.settings.extender_address)
+        app = create_app_for_cluster(self.state, self.provisioning.trigger, clock=self.clock)
+        self.extender_server, _ = serve_wsgi(address, app, "extender")
+        log.info("Serving the scheduler extender on http://%s", address)
 
     def start_leading(self) -> None:
         """Wait for the cache to sync, then start the workers, the resync and provisioning."""
@@ -222,15 +156,13 @@ class ControllerProcess:
             log.info("Waiting for the cluster state to sync")
         log.info("Cluster state synced; starting controllers")
         self.threads += self.manager.run_workers(self.stop)
-        resync = threading.Thread(target=resync_loop, args=(self.manager, self.stop, self.settings.resync_period),
+        resync = threading.Thread(target=resync_loop, args=(self.manager, self.stop, self.settings.resync_seconds),
                                   name="resync", daemon=True)
         resync.start()
         self.threads.append(resync)
-        if self.provisioning is not None:
-            thread = threading.Thread(target=self.provisioning.run, args=(self.stop,), name="provisioning",
-                                      daemon=True)
-            thread.start()
-            self.threads.append(thread)
+        thread = threading.Thread(target=self.provisioning.run, args=(self.stop,), name="provisioning", daemon=True)
+        thread.start()
+        self.threads.append(thread)
 
     def _start_leading_async(self) -> None:
         thread = threading.Thread(target=self.start_leading, name="start-leading", daemon=True)
@@ -243,18 +175,18 @@ class ControllerProcess:
 
     def run(self) -> int:
         """Block until stopped; 0 on a clean stop, 1 when the lease was lost."""
-        self.health_server, _ = serve_health(self.settings.listen_address, self.healthy, self.ready)
-        log.info("Serving /healthz, /readyz and /metrics on %s", self.settings.listen_address)
+        self.health_server, _ = serve_health(self.settings.serving.listen_address, self.healthy, self.ready)
+        log.info("Serving /healthz, /readyz and /metrics on %s", self.settings.serving.listen_address)
         self.start_cache()
         self.serve_extender()
-        if self.settings.leader_elect:
+        election = self.settings.leader_election
+        if election.enabled:
             elector = LeaderElector(
-                self.kube, self.clock, name=self.settings.lease_name, namespace=self.settings.lease_namespace,
-                identity=self.identity, lease_duration=self.settings.lease_duration,
-                renew_deadline=self.settings.renew_deadline, retry_period=self.settings.retry_period,
+                self.kube, self.clock, name=election.lease_name, namespace=election.lease_namespace,
+                identity=self.identity, lease_duration=election.lease_duration_seconds,
+                renew_deadline=election.renew_deadline_seconds, retry_period=election.retry_period_seconds,
             )
-            log.info("Waiting for lease %s/%s as %s", self.settings.lease_namespace, self.settings.lease_name,
-                     self.identity)
+            log.info("Waiting for lease %s/%s as %s", election.lease_namespace, election.lease_name, self.identity)
             # start in a thread: syncing a large cluster must not hold up the lease renewals
             elector.run(self.stop, self._start_leading_async, self.stop_leading)
             self.stop.set()  # a replica that never led and was told to stop
@@ -276,13 +208,13 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         settings = from_args(args)
-        configure_logging(settings.log_level, settings.log_format)
-        if settings.cloud_provider == "aws" and not settings.cluster_name:
+        configure_logging(settings.logging.level, settings.logging.format)
+        if settings.cloud_provider == "aws" and not settings.aws.cluster_name:
             raise SettingsError("--cluster-name (GROUPLESS_CLUSTER_NAME) is required with --cloud-provider aws")
         if settings.cloud_provider == "aws":
             from provisioner.cloudprovider.aws.settings import resolve_region
 
-            resolve_region(settings.aws_region)  # no region at all: a settings error, before any client
+            resolve_region(settings.aws.region)  # no region at all: a settings error, before any client
     except (SettingsError, ValueError) as error:
         print(f"groupless controller: {error}", file=sys.stderr)
         return 2

@@ -54,8 +54,8 @@ RETRY_INTERVAL = 30.0
 class Replacer(Protocol):
     """Launches capacity for ``pods`` anywhere but ``node_name``; returns the new nodes' names.
 
-    An empty list means the pods fit on existing (or in-flight) capacity. The manager adapts
-    :meth:`ProvisioningController.provision` (``exclude_nodes={node_name}``) to this.
+    An empty list means the pods fit on existing (or in-flight) capacity. The process wires
+    :meth:`ProvisioningController.replace <provisioner.controllers.provisioning.ProvisioningController.replace>`.
     """
 
     def __call__(self, pods: Sequence[Object], node_name: str) -> list[str]: ...

@@ -68,13 +68,15 @@ class Manager:
         self.queue = WorkQueue(ctx.clock)
         self.termination = TerminationController(ctx)
         self.initialization = InitializationController(
-            ctx, registration_timeout=self.settings.registration_timeout, nomination_ttl=self.settings.nomination_ttl
+            ctx,
+            registration_timeout=self.settings.nodes.registration_timeout_seconds,
+            nomination_ttl=self.settings.nodes.nomination_ttl_seconds,
         )
         self.ownership = OwnershipController(ctx)
         self.expiration = ExpirationController(ctx, replacer)
         self.emptiness = EmptinessController(ctx)
         self.counter = CounterController(ctx)
-        self.gc = GarbageCollector(ctx, grace=self.settings.gc_grace, interval=gc_interval)
+        self.gc = GarbageCollector(ctx, grace=self.settings.gc_grace_seconds, interval=gc_interval)
         self.node_controllers: dict[str, NodeReconciler] = {
             c.name: c for c in (self.termination, self.initialization, self.ownership, self.expiration, self.emptiness)
         }

@@ -65,7 +65,6 @@ from provisioner.cloudprovider.types import (
     MachineList,
     NodeRequest,
     NotFoundError,
-    log_launched,
 )
 from provisioner.model import labels as wk
 from provisioner.scheduling.instancetypes import InstanceType
@@ -132,10 +131,6 @@ class AWSCloudProvider:
     or pass clients directly (tests pass Stubber-wrapped ones). Call :meth:`start` to refresh
     prices in the background.
     """
-
-    #: :meth:`create` logs the "Launched instance: ..." line itself (as Karpenter's AWS provider
-    #: does); the provisioning controller then does not log it a second time.
-    logs_launches = True
 
     def __init__(
         self,
@@ -426,7 +421,6 @@ class AWSCloudProvider:
         if launched_type is not None:  # the shape labels (karpenter.k8s.aws/instance-*) and arch, os
             implied = {wk.ARCH: launched_type.arch, wk.OS: launched_type.os, **dict(launched_type.labels)}
             machine = replace(machine, labels={**implied, **machine.labels})
-        log_launched(log, machine, request.provisioner.name)
         return machine
 
     def delete(self, provider_id: str) -> None:

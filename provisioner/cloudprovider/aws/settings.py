@@ -13,12 +13,11 @@ import base64
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import boto3
 import yaml
 
-from provisioner.settings import SettingsError
+from provisioner.settings import ControllerSettings, SettingsError
 
 #: The Kubernetes minor the AMI parameters are looked up for when the caller does not say
 #: (the controller should pass the API server's ``major.minor``).
@@ -162,29 +161,26 @@ class AWSSettings:
 
     @classmethod
     def from_controller_settings(
-        cls, settings: Any, kubernetes_version: str | None = None, session: boto3.session.Session | None = None
+        cls,
+        settings: ControllerSettings,
+        kubernetes_version: str | None = None,
+        session: boto3.session.Session | None = None,
     ) -> AWSSettings:
-        """From ``provisioner.settings.ControllerSettings`` (read by attribute name; missing ones default).
+        """From the process settings' :class:`~provisioner.settings.AWS` group and kubeconfig.
 
-        The region is ``aws_region`` or boto3's default chain (:func:`resolve_region`, through
+        The region is ``aws.region`` or boto3's default chain (:func:`resolve_region`, through
         ``session`` when given); SettingsError when neither gives one.
         """
-
-        def get(name: str, default: Any) -> Any:
-            value = getattr(settings, name, default)
-            return default if value is None or value == "" else value
-
+        aws = settings.aws
         return cls(
-            cluster_name=str(get("cluster_name", "")),
-            cluster_endpoint=str(get("cluster_endpoint", "")),
-            cluster_ca_bundle=discover_cluster_ca(str(get("cluster_ca_bundle", "")), get("kubeconfig", None)),
-            service_cidr=str(get("service_cidr", DEFAULT_SERVICE_CIDR)),
-            region=resolve_region(get("aws_region", None), session),
-            endpoint_url=get("aws_endpoint_url", None),
-            pricing_endpoint_url=get("aws_pricing_endpoint_url", None),
-            default_instance_profile=get("default_instance_profile", None),
-            eni_limited_pod_density=bool(get("eni_limited_pod_density", True)),
-            kubernetes_version=kubernetes_version
-            or str(get("kubernetes_version", DEFAULT_KUBERNETES_VERSION)),
-            pricing_file=get("pricing_file", None),
+            cluster_name=aws.cluster_name,
+            cluster_endpoint=aws.cluster_endpoint,
+            cluster_ca_bundle=discover_cluster_ca(aws.cluster_ca_bundle, settings.kubeconfig),
+            service_cidr=aws.service_cidr or DEFAULT_SERVICE_CIDR,
+            region=resolve_region(aws.region, session),
+            endpoint_url=aws.endpoint_url or None,
+            pricing_endpoint_url=aws.pricing_endpoint_url or None,
+            default_instance_profile=aws.default_instance_profile or None,
+            eni_limited_pod_density=aws.eni_limited_pod_density,
+            kubernetes_version=kubernetes_version or DEFAULT_KUBERNETES_VERSION,
         )

@@ -1,12 +1,21 @@
-"""The provisioning controller: just-in-time nodes for pods kube-scheduler cannot place."""
+"""The provisioning controller: just-in-time nodes for pods kube-scheduler cannot place.
+
+``loop`` (trigger, batch, warm-up, run: :class:`ProvisioningController`), ``provisioner``
+(snapshot -> results -> launched and nominated nodes: :class:`NodeProvisioner`), ``launcher``
+(instance + Node, rollback, back-off), ``inputs`` (snapshot -> solver input), ``nominations``
+(pruning and adding nominations on our nodes), ``rules`` (node, pod and nomination rules),
+``batcher``, ``nodes`` (Node manifests), ``selection`` (which pods are provisionable),
+``events``; the in-flight memory is :class:`provisioner.state.inflight.InFlightLedger`.
+"""
 
 from provisioner.controllers.provisioning.batcher import Batch, Batcher
-from provisioner.controllers.provisioning.controller import (
+from provisioner.controllers.provisioning.loop import ProvisioningController
+from provisioner.controllers.provisioning.provisioner import (
     LaunchedNode,
-    ProvisioningController,
-    ProvisioningSettings,
+    NodeProvisioner,
     ProvisionResult,
     ReplacementError,
+    replacement_nodes,
 )
 from provisioner.model.pods import not_provisionable_reason
 
@@ -14,9 +23,10 @@ __all__ = [
     "Batch",
     "Batcher",
     "LaunchedNode",
+    "NodeProvisioner",
     "ProvisionResult",
     "ProvisioningController",
-    "ProvisioningSettings",
     "ReplacementError",
     "not_provisionable_reason",
+    "replacement_nodes",
 ]

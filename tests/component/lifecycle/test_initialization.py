@@ -50,11 +50,11 @@ def test_node_not_ready_after_registration_timeout_is_terminated(cluster: Cluste
 
 
 def test_registration_timeout_is_settable() -> None:
-    from provisioner.settings import ControllerSettings
+    from provisioner.settings import ControllerSettings, NodeDefaults
 
     from .conftest import Cluster as C
 
-    cluster = C(ControllerSettings(registration_timeout=120))
+    cluster = C(ControllerSettings(nodes=NodeDefaults(registration_timeout_seconds=120)))
     cluster.provisioner()
     name = cluster.node(ready=False)["metadata"]["name"]
     cluster.settle()

@@ -20,8 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from provisioner.controllers.cli import provisioning_replacer
-from provisioner.controllers.provisioning.controller import ProvisioningController
+from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.kube.fake import pod_is_healthy
 from provisioner.model.replacements import REPLACEMENTS_ANNOTATION
 from provisioner.state.cluster import ClusterState
@@ -54,7 +53,7 @@ class SlowStart:
         self.cluster.cloud.instance_types = [t for t in self.cluster.cloud.instance_types if t.name == "m5.xlarge"]
         self.provisioning = ProvisioningController(self.kube, self.state, self.cluster.cloud, self.clock,
                                                    self.cluster.events)
-        self.cluster.manager.expiration.replacer = provisioning_replacer(self.provisioning)
+        self.cluster.manager.expiration.replacer = self.provisioning.replace  # what ControllerProcess wires
         self.cluster.provisioner(**PROVISIONER)
         self.state.resync()
         self.bound_at: dict[str, float] = {}
@@ -99,14 +98,14 @@ class SlowStart:
 
     def tick(self) -> None:
         self.cluster.step(STEP)
-        self.provisioning.reconcile_once()
+        self.provisioning.reconcile()
         self.kubelet_and_scheduler()
 
     def start(self) -> str:
         """Three inflate pods on one node, restarted just before it expires; returns the node's name."""
         for i in range(3):
             self.kube.create("Pod", inflate(f"inflate-{i}"))
-        [old] = self.provisioning.reconcile_once().nodes
+        [old] = self.provisioning.reconcile().nodes
         for _ in range(3):  # Ready, then initialised (startup taint off), then the pods bound
             self.cluster.settle()
             self.kubelet_and_scheduler()

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from provisioner.controllers.cli import provisioning_replacer
-from provisioner.controllers.provisioning.controller import ProvisioningController
+from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.kube.fake import pod_is_healthy
 from provisioner.model.labels import DISRUPTED_TAINT_KEY
 from provisioner.state.cluster import ClusterState
@@ -48,7 +47,7 @@ def test_expired_node_is_replaced_by_the_provisioning_engine_within_the_pdb() ->
     # one instance type that holds the three 1-CPU pods, so the packing is the walkthrough's one node
     cluster.cloud.instance_types = [t for t in cluster.cloud.instance_types if t.name == "m5.xlarge"]
     provisioning = ProvisioningController(kube, state, cluster.cloud, clock, cluster.events)
-    cluster.manager.expiration.replacer = provisioning_replacer(provisioning)
+    cluster.manager.expiration.replacer = provisioning.replace  # what ControllerProcess wires
     cluster.provisioner(**PROVISIONER)
     state.resync()
 
@@ -78,13 +77,13 @@ def test_expired_node_is_replaced_by_the_provisioning_engine_within_the_pdb() ->
 
     for i in range(3):
         kube.create("Pod", inflate(f"inflate-{i}"))
-    result = provisioning.reconcile_once()
+    result = provisioning.reconcile()
     assert len(result.nodes) == 1
     [old] = result.nodes  # launched for these very pods: the replacement must not reuse its request id
     for _ in range(3):
         cluster.settle()
         scheduler_and_kubelet()
-    assert provisioning.reconcile_once().nodes == ()  # the pods run: nothing to launch
+    assert provisioning.reconcile().nodes == ()  # the pods run: nothing to launch
     assert sorted(p["spec"].get("nodeName") for p in kube.list("Pod", "default")[0]) == [old] * 3
     kube.create("PodDisruptionBudget", {"metadata": {"name": "inflate-pdb", "namespace": "default"},
                                         "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "inflate"}}}})
@@ -100,7 +99,7 @@ def test_expired_node_is_replaced_by_the_provisioning_engine_within_the_pdb() ->
     [new] = replacements
     for _ in range(120):
         cluster.step(0.5)
-        provisioning.reconcile_once()  # the recreated pods hold nominations: nothing new is launched
+        provisioning.reconcile()  # the recreated pods hold nominations: nothing new is launched
         scheduler_and_kubelet()
         if old not in nodes() and sum(1 for p in kube.list("Pod", "default")[0] if pod_is_healthy(p)) == 3:
             break

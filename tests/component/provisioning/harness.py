@@ -7,11 +7,13 @@ import yaml
 
 from provisioner.clock import FakeClock
 from provisioner.cloudprovider.fake import FakeCloudProvider, make_instance_type
-from provisioner.controllers.provisioning import ProvisioningController, ProvisioningSettings
+from provisioner.controllers.cli import ControllerProcess
+from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.model import labels as wk
 from provisioner.model.resources import MIB
+from provisioner.settings import NodeDefaults, ProvisioningSettings, from_mapping
 from provisioner.state import ClusterState
 
 #: Copies of shared/walkthrough/01-provisioner.yaml and 02-inflate-deployment.yaml (CI has no shared/).
@@ -24,7 +26,7 @@ def walkthrough(name):
 
 
 def r6gd_xlarge(**kw):
-    """r6gd.xlarge with issue 3's numbers: capacity 4000m / 30310 MiB / 58 pods, allocatable 3820m / 29217 MiB."""
+    """r6gd.xlarge as the walkthrough shows it: capacity 4000m / 30310 MiB / 58 pods, allocatable 3820m / 29217 MiB."""
     return make_instance_type(
         "r6gd.xlarge",
         cpu_milli=4000,
@@ -52,26 +54,43 @@ def catalog():
 
 
 class Cluster:
-    def __init__(self, settings=None, provisioner=None, instance_types=None):
+    """The walkthrough's cluster around one provisioning controller.
+
+    ``through_process=True`` builds the controller as ``groupless controller`` does
+    (:class:`ControllerProcess` over this API, cloud and clock, settings from flags); then
+    ``replacer`` is the very Replacer the process hands to the expiration controller.
+    Otherwise ``replacer`` is the controller's own ``replace``.
+    """
+
+    def __init__(self, settings=None, provisioner=None, instance_types=None, *, through_process=False):
         self.clock = FakeClock()
         self.api = FakeKubeAPI(self.clock)
         self.cloud = FakeCloudProvider(
             instance_types if instance_types is not None else catalog(), clock=self.clock
         )
         self.recorder = EventRecorder(self.api, clock=self.clock, instance="test")
-        self.state = ClusterState(self.api, self.clock)
+        if through_process:
+            assert settings is None, "the process takes its settings from flags"
+            flags = {"cloud_provider": "fake", "node_annotations": "kwok.x-k8s.io/node=fake"}
+            self.process = ControllerProcess(from_mapping(flags), self.api, self.cloud, self.clock)
+            self.state = self.process.state
+            self.controller = self.process.provisioning
+            self.replacer = self.process.manager.expiration.replacer
+        else:
+            self.state = ClusterState(self.api, self.clock)
+            self.controller = ProvisioningController(
+                self.api,
+                self.state,
+                self.cloud,
+                self.clock,
+                self.recorder,
+                settings or ProvisioningSettings(nodes=NodeDefaults(annotations={"kwok.x-k8s.io/node": "fake"})),
+            )
+            self.replacer = self.controller.replace
         self.provisioner = self.api.create("Provisioner", provisioner or walkthrough("01-provisioner.yaml"))
         self.state.resync()
         # the cache follows the API synchronously; tests that need it to lag call this and pump
         self.stop_following = self.api.subscribe(self.state.handle)
-        self.controller = ProvisioningController(
-            self.api,
-            self.state,
-            self.cloud,
-            self.clock,
-            self.recorder,
-            settings or ProvisioningSettings(extra_node_annotations={"kwok.x-k8s.io/node": "fake"}),
-        )
         self.controller.watch_state()
         self._n = 0
 

@@ -38,13 +38,13 @@ def test_daemonset_overhead_is_set_aside():
     small.api.create("DaemonSet", daemonset("500m"))
     for _ in range(3):
         small.pending_pod()
-    assert len(small.controller.reconcile_once().nodes) == 1
+    assert len(small.controller.reconcile().nodes) == 1
 
     big = Cluster()
     big.api.create("DaemonSet", daemonset("1"))
     for _ in range(3):
         big.pending_pod()
-    assert len(big.controller.reconcile_once().nodes) == 2
+    assert len(big.controller.reconcile().nodes) == 2
 
 
 def test_bound_volume_pins_the_zone():
@@ -87,7 +87,7 @@ def test_bound_volume_pins_the_zone():
     del tpl["spec"]["nodeSelector"][wk.ZONE]
     tpl["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
     cluster.pending_pod(template=tpl)
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     (node,) = cluster.nodes()
     assert node["metadata"]["labels"][wk.ZONE] == "ap-south-1b"
 
@@ -97,6 +97,6 @@ def test_a_provisioner_being_deleted_launches_nothing():
     cluster.api.patch("Provisioner", "default", {"metadata": {"finalizers": ["example.com/hold"]}})
     cluster.api.delete("Provisioner", "default")
     pod = cluster.pending_pod()
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert result.nodes == () and cluster.cloud.create_calls == []
     assert result.unschedulable == {f"default/{pod['metadata']['name']}": "no Provisioner exists"}

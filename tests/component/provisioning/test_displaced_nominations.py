@@ -25,7 +25,7 @@ def nominated(cluster, node_name):
 def test_a_pod_whose_nominated_node_was_filled_by_others_gets_a_new_node():
     cluster = Cluster()
     pod = cluster.pending_pod(cpu="1")
-    first = cluster.controller.reconcile_once()
+    first = cluster.controller.reconcile()
     (node,) = cluster.nodes()
     name = node["metadata"]["name"]
     assert first.launched[0].pod_uids == (pod["metadata"]["uid"],)
@@ -35,7 +35,7 @@ def test_a_pod_whose_nominated_node_was_filled_by_others_gets_a_new_node():
     # other pods take the node's room before the nominated pod binds (the cpu left is < 1000m)
     other = cluster.pending_pod(cpu="2900m")
     bind(cluster, other, name)
-    again = cluster.controller.reconcile_once()
+    again = cluster.controller.reconcile()
 
     assert nominated(cluster, name) == [], allocatable_cpu  # 3820m - 2900m < 1000m
     assert len(again.nodes) == 1 and again.nodes[0] != name  # a new node, not the full one again
@@ -46,13 +46,13 @@ def test_a_pod_whose_nominated_node_was_filled_by_others_gets_a_new_node():
 def test_a_nomination_that_still_fits_beside_the_bound_pods_holds():
     cluster = Cluster()
     pod = cluster.pending_pod(cpu="1")
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     (node,) = cluster.nodes()
     name = node["metadata"]["name"]
 
     other = cluster.pending_pod(cpu="2")
     bind(cluster, other, name)
-    again = cluster.controller.reconcile_once()
+    again = cluster.controller.reconcile()
 
     assert again.nodes == ()
     assert nominated(cluster, name) == [pod["metadata"]["uid"]]

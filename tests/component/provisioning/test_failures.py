@@ -4,9 +4,11 @@ import json
 import pytest
 
 from provisioner.cloudprovider.types import LaunchError
-from provisioner.controllers.provisioning import ProvisioningSettings, ReplacementError
+from provisioner.controllers.provisioning import ReplacementError
+from provisioner.controllers.provisioning.nominations import patch_nominations
 from provisioner.kube.api import ApiError
 from provisioner.model import labels as wk
+from provisioner.settings import ProvisioningSettings
 
 from .harness import Cluster, catalog, walkthrough
 
@@ -37,7 +39,7 @@ def test_insufficient_capacity_falls_back_to_the_next_offering():
     # the cheapest offering (m5.large, 1a, on-demand) has no capacity
     cluster.cloud.insufficient_capacity.add(("m5.large", "ap-south-1a", "on-demand"))
     cluster.pending_pod(template=flexible_template("1"))
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert len(result.nodes) == 1
     machine = cluster.cloud.launches[0]
     assert (machine.instance_type, machine.capacity_type) == ("m5.large", "on-demand")
@@ -52,7 +54,7 @@ def test_insufficient_capacity_of_every_allowed_offering_resolves_with_the_rest(
         for zone in ("ap-south-1a", "ap-south-1b", "ap-south-1c"):
             cluster.cloud.insufficient_capacity.add((it.name, zone, "spot"))
     cluster.pending_pod(template=flexible_template("1500m"))
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert len(cluster.cloud.create_calls) == 2
     assert len(result.nodes) == 1, result
     machine = cluster.cloud.launches[0]
@@ -69,7 +71,7 @@ def test_limits_hold():
     cluster = Cluster(provisioner=provisioner_with(limits_cpu=5))
     for _ in range(6):
         cluster.pending_pod(template=flexible_template("1"))
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     launched_cpu = sum(
         next(t for t in catalog() if t.name == m.instance_type).capacity["cpu"]
         for m in cluster.cloud.launches
@@ -82,7 +84,7 @@ def test_limits_hold():
     assert all("exceed limits" in reason for reason in result.unschedulable.values())
     # a later round does not launch beyond the limit either
     cluster.pending_pod(template=flexible_template("1"))
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     launched_cpu = sum(
         next(t for t in catalog() if t.name == m.instance_type).capacity["cpu"]
         for m in cluster.cloud.launches
@@ -109,7 +111,7 @@ def test_usage_at_limit_blocks_launch_with_an_event():
     cluster = Cluster(provisioner=provisioner_with(limits_cpu=2))
     add_tainted_node(cluster, cpu="2")
     pod = cluster.pending_pod(template=flexible_template("1"))
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert cluster.cloud.create_calls == []
     assert result.nodes == ()
     assert list(result.unschedulable) == [f"default/{pod['metadata']['name']}"]
@@ -124,10 +126,10 @@ def test_launch_is_checked_against_limits_even_when_the_plan_is_not():
     from provisioner.scheduling.solver import solve
 
     cluster = Cluster(provisioner=provisioner_with(limits_cpu=2))
-    cluster.controller.solver = lambda given: solve(replace(given, provisioner_usage={}))
+    cluster.controller.provisioner.solver = lambda given: solve(replace(given, provisioner_usage={}))
     add_tainted_node(cluster, cpu="2")
     pod = cluster.pending_pod(template=flexible_template("1"))
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert cluster.cloud.create_calls == []
     message = "Could not launch node, cpu resource usage of 2 exceeds limit of 2"
     assert result.failed == {f"default/{pod['metadata']['name']}": message}
@@ -141,9 +143,9 @@ def test_options_that_would_overshoot_the_limit_are_dropped():
     from provisioner.scheduling.solver import solve
 
     cluster = Cluster(provisioner=provisioner_with(limits_cpu=3))
-    cluster.controller.solver = lambda given: solve(replace(given, provisioner_usage={}))
+    cluster.controller.provisioner.solver = lambda given: solve(replace(given, provisioner_usage={}))
     cluster.pending_pod(template=flexible_template("1"))
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     (request,) = cluster.cloud.create_calls
     assert request.instance_type_options
     assert all(t.capacity["cpu"] <= 3000 for t in request.instance_type_options)
@@ -153,16 +155,16 @@ def test_launch_errors_back_off_per_provisioner():
     cluster = Cluster(provisioner=provisioner_with())
     cluster.cloud.next_error = LaunchError("RequestLimitExceeded: throttled")
     cluster.pending_pod(template=flexible_template("1"))
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert result.nodes == ()
     (event,) = cluster.api.events(reason="LaunchFailed")
     assert event["type"] == "Warning"
     assert "throttled" in event["message"] and "retrying in 5s" in event["message"]
     # during the back-off nothing is launched
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     assert len(cluster.cloud.create_calls) == 1
     cluster.clock.advance(5)
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert len(result.nodes) == 1 and len(cluster.cloud.create_calls) == 2
 
 
@@ -173,8 +175,8 @@ def test_backoff_grows_exponentially_and_is_capped():
     delays = []
     for _ in range(3):
         cluster.cloud.next_error = LaunchError("boom")
-        cluster.controller.reconcile_once()
-        delays.append(cluster.controller._backoff["default"].until - cluster.clock.monotonic())
+        cluster.controller.reconcile()
+        delays.append(cluster.controller.launcher.backoff.remaining("default"))
         cluster.clock.advance(delays[-1])
     assert delays == [5, 10, 12]
 
@@ -183,7 +185,7 @@ def test_node_creation_failure_terminates_the_instance():
     cluster = Cluster(provisioner=provisioner_with())
     cluster.api.fail_next[("create", "Node")] = [ApiError(500, "InternalError", "etcd timeout")]
     cluster.pending_pod(template=flexible_template("1"))
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert result.nodes == ()
     assert cluster.cloud.delete_calls == [cluster.cloud.launches[0].provider_id]
     assert cluster.cloud.machines == []
@@ -195,7 +197,7 @@ def test_pod_no_provisioner_can_serve_gets_a_warning():
     tpl = flexible_template("1")
     tpl["spec"]["nodeSelector"] = {wk.ARCH: "arm64"}  # the Provisioner only allows amd64
     pod = cluster.pending_pod(template=tpl)
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert result.nodes == ()
     (event,) = cluster.api.events(reason="FailedProvisioning")
     assert event["type"] == "Warning"
@@ -210,8 +212,8 @@ def test_nothing_launched_twice_for_one_pod_before_the_cache_sees_the_node():
     cluster.state.resync()
     cluster.pending_pod(template=flexible_template("1"))
     cluster.state.resync()
-    cluster.controller.reconcile_once()
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
+    cluster.controller.reconcile()
     assert len(cluster.cloud.create_calls) == 1
 
 
@@ -221,7 +223,7 @@ def test_odd_pods_do_not_stop_the_round():
     tpl["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
     cluster.pending_pod(template=tpl, name="bad")
     cluster.pending_pod(template=flexible_template("1"), name="good")
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert len(result.nodes) == 1
     assert "default/bad" in result.unschedulable
     nominations = json.loads(cluster.nodes()[0]["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION])
@@ -229,41 +231,43 @@ def test_odd_pods_do_not_stop_the_round():
 
 
 def test_provision_for_replacement_excludes_the_node():
-    cluster = Cluster(provisioner=provisioner_with())
+    cluster = Cluster(provisioner=provisioner_with(), through_process=True)
     cluster.pending_pod(template=flexible_template("1"))
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     (old,) = cluster.nodes()
     old_name = old["metadata"]["name"]
     cluster.api.set_node_ready(old_name)
     (pod,) = [p for p in cluster.api.list("Pod")[0]]
     bound = cluster.api.bind(pod["metadata"]["name"], "default", old_name)
-    result = cluster.controller.provision([bound], exclude_nodes={old_name})
-    assert len(result.nodes) == 1 and result.nodes[0] != old_name
-    new = cluster.api.get("Node", result.nodes[0])
+    (replacement,) = cluster.replacer([bound], old_name)
+    assert replacement != old_name and len(cluster.cloud.create_calls) == 2
+    assert cluster.cloud.launches[-1].name == replacement
+    new = cluster.api.get("Node", replacement)
     # replacement capacity carries no nomination for a pod bound elsewhere
     assert wk.NOMINATIONS_ANNOTATION not in new["metadata"]["annotations"]
-    # asked again, the replacement node (in flight, empty) takes the pod: nothing launched
-    again = cluster.controller.provision([bound], exclude_nodes={old_name})
-    assert again.nodes == () and list(again.placed_existing) == [result.nodes[0]]
+    # asked again, the replacement node (in flight, empty, its room promised to these very pods)
+    # takes the pod: nothing launched
+    assert cluster.replacer([bound], old_name) == [replacement]
+    assert len(cluster.cloud.create_calls) == 2
 
 
-def test_replace_capacity_raises_when_pods_cannot_be_placed():
-    cluster = Cluster(provisioner=provisioner_with(limits_cpu=2))
+def test_replacer_raises_when_pods_cannot_be_placed():
+    cluster = Cluster(provisioner=provisioner_with(limits_cpu=2), through_process=True)
     cluster.pending_pod(template=flexible_template("1"))
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     (old,) = cluster.nodes()
     name = old["metadata"]["name"]
     (pod,) = cluster.api.list("Pod")[0]
     bound = cluster.api.bind(pod["metadata"]["name"], "default", name)
     with pytest.raises(ReplacementError) as err:
-        cluster.controller.replace_capacity([bound], name)
+        cluster.replacer([bound], name)
     assert "default/" in str(err.value) and "limit" in str(err.value)
 
 
 def test_nomination_writes_do_not_overwrite_a_concurrent_change():
     cluster = Cluster(provisioner=provisioner_with())
     cluster.pending_pod(template=flexible_template("1"))
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     (node,) = cluster.nodes()
     name = node["metadata"]["name"]
     stale = node["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION]
@@ -271,17 +275,16 @@ def test_nomination_writes_do_not_overwrite_a_concurrent_change():
     moved["deadline"] = "2030-01-01T00:00:00Z"  # the initialization controller moved the deadline
     moved_raw = json.dumps(moved)
     cluster.api.patch("Node", name, {"metadata": {"annotations": {wk.NOMINATIONS_ANNOTATION: moved_raw}}})
-    assert cluster.controller._patch_nominations(name, stale, None) is None
+    assert patch_nominations(cluster.api, name, stale, None) is None
     assert cluster.api.get("Node", name)["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION] == moved_raw
-    assert cluster.controller._patch_nominations(name, moved_raw, None) is not None
+    assert patch_nominations(cluster.api, name, moved_raw, None) is not None
     assert wk.NOMINATIONS_ANNOTATION not in cluster.api.get("Node", name)["metadata"]["annotations"]
 
 
-def test_provision_leaves_daemonset_pods_alone():
-    cluster = Cluster(provisioner=provisioner_with())
+def test_replacer_leaves_daemonset_pods_alone():
+    cluster = Cluster(provisioner=provisioner_with(), through_process=True)
     ds_pod = cluster.pending_pod(template=flexible_template("1"))
     ds_pod["metadata"]["ownerReferences"] = [
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "x", "uid": "d", "controller": True}
     ]
-    result = cluster.controller.provision([ds_pod], exclude_nodes={"some-node"})
-    assert result.pods == 0 and result.nodes == () and cluster.cloud.create_calls == []
+    assert cluster.replacer([ds_pod], "some-node") == [] and cluster.cloud.create_calls == []

@@ -76,7 +76,9 @@ def test_a_second_batch_launches_nothing_for_pods_being_launched():
     cluster.clock.advance(1.0)  # the first window closes
 
     first, second = [], []
-    round1 = run(cluster.controller.step, first)
+    batch1 = cluster.controller.batcher.take()
+    assert batch1 is not None
+    round1 = run(lambda: cluster.controller.reconcile(batch1), first)
     creates.wait_for(4)  # the 4 launches are in flight
 
     # meanwhile kube-scheduler marks the pods Unschedulable again and the extender signals
@@ -91,7 +93,7 @@ def test_a_second_batch_launches_nothing_for_pods_being_launched():
     assert batch is not None and batch.triggered
     # the Nodes of the first round reach the cache just after the second round's snapshot
     catch_up_after_snapshot(cluster)
-    round2 = run(lambda: cluster.controller._process(batch), second)
+    round2 = run(lambda: cluster.controller.reconcile(batch), second)
 
     creates.release.set()
     round1.join(WAIT)
@@ -109,9 +111,9 @@ def test_a_second_batch_launches_nothing_for_pods_being_launched():
 
     # once the cache shows everything, the memory is released and still nothing is launched
     cluster.state.pump()
-    third = cluster.controller.reconcile_once()
+    third = cluster.controller.reconcile()
     assert third.pods == 0 and len(cluster.cloud.create_calls) == 4
-    assert cluster.controller._in_flight == {} and cluster.controller._written == {}
+    assert cluster.controller.ledger.in_flight() == {} and cluster.controller.ledger.written() == {}
 
 
 def test_pods_do_not_open_a_window_while_their_launch_runs():
@@ -122,7 +124,9 @@ def test_pods_do_not_open_a_window_while_their_launch_runs():
     cluster.state.pump()
     cluster.clock.advance(1.0)
     first = []
-    round1 = run(cluster.controller.step, first)
+    batch1 = cluster.controller.batcher.take()
+    assert batch1 is not None
+    round1 = run(lambda: cluster.controller.reconcile(batch1), first)
     creates.wait_for(1)
     for pod in pods:  # pod updates while the launch for them runs
         cluster.api.patch("Pod", pod["metadata"]["name"], {"metadata": {"labels": {"x": "y"}}}, "default")
@@ -139,25 +143,25 @@ def test_a_failed_launch_leaves_its_pods_provisionable():
 
     cluster.cloud.next_error = LaunchError("boom")
     pod = cluster.pending_pod(cpu="1")
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert result.nodes == () and "default/" + pod["metadata"]["name"] in result.failed
-    assert cluster.controller._in_flight == {}
+    assert cluster.controller.ledger.in_flight() == {}
     cluster.clock.advance(cluster.controller.settings.backoff_base_seconds + 1)
-    again = cluster.controller.reconcile_once()
+    again = cluster.controller.reconcile()
     assert len(again.nodes) == 1
 
 
 def test_pods_nominated_to_an_in_flight_node_stay_covered_while_the_cache_lags_the_patch():
     cluster = Cluster()
     first = cluster.pending_pod(cpu="1")
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     (node,) = cluster.nodes()
     name = node["metadata"]["name"]
 
     cluster.stop_following()
     late = [cluster.pending_pod(cpu="1") for _ in range(2)]  # they fill the node: 3 x 1000m of 3820m
     cluster.state.pump()
-    second = cluster.controller.reconcile_once()
+    second = cluster.controller.reconcile()
     assert sorted(second.nominated_existing[name]) == sorted(p["metadata"]["uid"] for p in late)
     # the cache still shows the node without the new nominations; one more 1-cpu pod arrives
     cluster.controller.trigger(None)
@@ -169,7 +173,7 @@ def test_pods_nominated_to_an_in_flight_node_stay_covered_while_the_cache_lags_t
     assert len(json.loads(
         cluster.state.get("Node", name)["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION]
     )["pods"]) == 1
-    third = cluster.controller.reconcile_once()
+    third = cluster.controller.reconcile()
     # the full node takes nothing more; the newest pod gets a node of its own, the others none
     assert third.nominated_existing == {} and third.pods == 1
     assert len(third.nodes) == 1 and third.launched[0].pod_uids == (newest["metadata"]["uid"],)

@@ -5,9 +5,10 @@ import pytest
 
 from provisioner.api.schemas import load_provisioner
 from provisioner.clock import FakeClock, RealClock
-from provisioner.controllers.provisioning import Batcher, ProvisioningSettings
+from provisioner.controllers.provisioning import Batcher
 from provisioner.controllers.provisioning.nodes import node_request_id, node_taints, quantity_string
 from provisioner.model.pods import not_provisionable_reason
+from provisioner.settings import Batching, ProvisioningSettings
 
 from .harness import Cluster, walkthrough
 
@@ -138,7 +139,7 @@ def test_node_taints_order_and_dedup():
 
 
 def test_run_loop_launches_from_watch_events_and_triggers():
-    settings = ProvisioningSettings(batch_idle_seconds=0.05, batch_max_seconds=1, resync_seconds=5)
+    settings = ProvisioningSettings(batching=Batching(idle_seconds=0.05, max_seconds=1), resync_seconds=5)
     cluster = Cluster(settings=settings)
     # the loop batches with real time: swap in a real-time batcher
     cluster.controller.batcher = Batcher(RealClock(), 0.05, 1, 2000)
@@ -162,7 +163,7 @@ def test_run_loop_launches_from_watch_events_and_triggers():
 
 
 def test_full_nodes_are_left_out_unless_a_pod_counts_other_pods():
-    from provisioner.controllers.provisioning.controller import ProvisioningController
+    from provisioner.controllers.provisioning.inputs import SolverInputs
     from provisioner.model.resources import Resources
     from provisioner.scheduling.nodes import ClusterNode
     from provisioner.scheduling.pods import pod_from_manifest
@@ -184,7 +185,7 @@ def test_full_nodes_are_left_out_unless_a_pod_counts_other_pods():
             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]},
         }
     )
-    assert [n.name for n in ProvisioningController._candidate_nodes([full, roomy, deleting], [small])] == [
+    assert [n.name for n in SolverInputs.candidate_nodes([full, roomy, deleting], [small])] == [
         "roomy"
     ]
     spread = pod_from_manifest(
@@ -203,7 +204,7 @@ def test_full_nodes_are_left_out_unless_a_pod_counts_other_pods():
             },
         }
     )
-    assert len(ProvisioningController._candidate_nodes([full, roomy, deleting], [small, spread])) == 3
+    assert len(SolverInputs.candidate_nodes([full, roomy, deleting], [small, spread])) == 3
 
 
 def test_loop_wakes_when_a_backoff_ends():
@@ -213,7 +214,48 @@ def test_loop_wakes_when_a_backoff_ends():
     assert cluster.controller._next_wake() == 30
     cluster.cloud.next_error = LaunchError("throttled")
     cluster.pending_pod()
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     assert cluster.controller._next_wake() == 5
     cluster.clock.advance(4)
     assert cluster.controller._next_wake() == 1
+
+
+def test_warm_up_fetches_the_instance_types_ahead(caplog):
+    cluster = Cluster()
+    with caplog.at_level("INFO"):
+        cluster.controller.warm_up()
+    assert [p.name for p in cluster.cloud.instance_types_calls] == ["default"]
+    assert f"Fetched {len(cluster.cloud.instance_types)} instance types for Provisioner default in " in caplog.text
+
+
+def test_the_running_loop_warms_each_new_provisioner_and_nothing_else_does():
+    cluster = Cluster()
+    other = walkthrough("01-provisioner.yaml")
+    other["metadata"]["name"] = "other"
+    cluster.api.create("Provisioner", other)  # not running: no fetch behind the test's back
+    assert cluster.cloud.instance_types_calls == []
+
+    fetched = {}
+    real = cluster.cloud.get_instance_types
+
+    def recording(provisioner):
+        result = real(provisioner)
+        fetched.setdefault(provisioner.name, threading.Event()).set()
+        return result
+
+    for name in ("default", "other", "late"):
+        fetched[name] = threading.Event()
+    cluster.cloud.get_instance_types = recording
+    stop = threading.Event()
+    thread = threading.Thread(target=cluster.controller.run, args=(stop,))
+    thread.start()
+    try:
+        assert fetched["default"].wait(5) and fetched["other"].wait(5)  # warmed at start
+        late = walkthrough("01-provisioner.yaml")
+        late["metadata"]["name"] = "late"
+        cluster.api.create("Provisioner", late)
+        assert fetched["late"].wait(5)  # created while running: warmed too
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()

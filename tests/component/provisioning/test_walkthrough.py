@@ -2,7 +2,7 @@ import json
 import logging
 
 from provisioner.clock import parse_rfc3339
-from provisioner.controllers.provisioning.controller import BIND_GRACE_SECONDS
+from provisioner.controllers.provisioning.rules import BIND_GRACE_SECONDS
 from provisioner.model import labels as wk
 
 
@@ -10,9 +10,11 @@ def test_three_inflate_pods_launch_one_node(cluster, caplog):
     caplog.set_level(logging.INFO)
     pods = [cluster.pending_pod() for _ in range(3)]
     # the batch window: opened by the first pod, closed after 1 s idle
-    assert cluster.controller.step() is None
+    assert cluster.controller.batcher.take() is None
     cluster.clock.advance(1.0)
-    result = cluster.controller.step()
+    batch = cluster.controller.batcher.take()
+    assert batch is not None
+    result = cluster.controller.reconcile(batch)
 
     assert len(cluster.cloud.create_calls) == 1
     request = cluster.cloud.create_calls[0]
@@ -91,17 +93,17 @@ def test_three_inflate_pods_launch_one_node(cluster, caplog):
 def test_second_burst_fits_the_in_flight_node(cluster):
     for _ in range(3):
         cluster.pending_pod()
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     assert len(cluster.cloud.create_calls) == 1
     node_name = cluster.nodes()[0]["metadata"]["name"]
 
     # the first pods are nominated: nothing more is launched for them
-    again = cluster.controller.reconcile_once()
+    again = cluster.controller.reconcile()
     assert again.pods == 0 and len(cluster.cloud.create_calls) == 1
 
     # a 400m pod fits the in-flight node's remaining 820m (3820m - 3 x 1000m)
     late = cluster.pending_pod(cpu="400m")
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert len(cluster.cloud.create_calls) == 1
     assert result.nominated_existing == {node_name: (late["metadata"]["uid"],)}
     annotation = json.loads(
@@ -110,17 +112,17 @@ def test_second_burst_fits_the_in_flight_node(cluster):
     assert late["metadata"]["uid"] in annotation["pods"] and len(annotation["pods"]) == 4
     # and a pod that does not fit (another full core) gets a node of its own
     cluster.pending_pod()
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     assert len(cluster.cloud.create_calls) == 2
 
 
 def test_nominations_are_pruned_when_pods_bind(cluster):
     pods = [cluster.pending_pod() for _ in range(2)]
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     name = cluster.nodes()[0]["metadata"]["name"]
     cluster.api.bind(pods[0]["metadata"]["name"], "default", name)
     both = sorted(p["metadata"]["uid"] for p in pods)
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
 
     def nominated():
         node = cluster.api.get("Node", name)
@@ -130,20 +132,20 @@ def test_nominations_are_pruned_when_pods_bind(cluster):
     # that sees the annotation before the binding still counts the pod somewhere
     assert nominated() == both
     cluster.clock.advance(BIND_GRACE_SECONDS)
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     assert nominated() == [pods[1]["metadata"]["uid"]]
     cluster.api.delete("Pod", pods[1]["metadata"]["name"])
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     assert wk.NOMINATIONS_ANNOTATION not in cluster.api.get("Node", name)["metadata"]["annotations"]
 
 
 def test_pods_of_an_expired_nomination_are_provisionable_again(cluster):
     pods = [cluster.pending_pod() for _ in range(2)]
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     (node,) = cluster.nodes()
     name = node["metadata"]["name"]
     cluster.clock.advance(1201)  # the node never became Ready: the reservation ended
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     # the in-flight node still has room: the pods are nominated to it again, with a new deadline
     assert len(cluster.cloud.create_calls) == 1
     assert sorted(result.nominated_existing[name]) == sorted(p["metadata"]["uid"] for p in pods)
@@ -155,7 +157,7 @@ def test_pods_of_an_expired_nomination_are_provisionable_again(cluster):
     cluster.cloud.delete(node["spec"]["providerID"])  # what the termination controller does
     cluster.api.patch("Node", name, {"metadata": {"finalizers": None}})
     cluster.api.delete("Node", name)
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert len(result.nodes) == 1 and result.nodes[0] != name
     assert len(cluster.cloud.create_calls) == 2
 
@@ -165,11 +167,11 @@ def test_a_bound_pod_in_its_nomination_grace_is_not_counted_twice(cluster):
     # 3.82 - 1 (bound) - 1 (still nominated) = 1.82, so a third 1-cpu pod joins the node. Counting
     # the bound pod's lingering nomination as well would leave 0.82 and launch a second node.
     pods = [cluster.pending_pod() for _ in range(2)]
-    (name,) = cluster.controller.reconcile_once().nodes
+    (name,) = cluster.controller.reconcile().nodes
     cluster.api.bind(pods[0]["metadata"]["name"], "default", name)
-    cluster.controller.reconcile_once()
+    cluster.controller.reconcile()
     third = cluster.pending_pod()
-    result = cluster.controller.reconcile_once()
+    result = cluster.controller.reconcile()
     assert result.nodes == ()
     assert dict(result.nominated_existing) == {name: (third["metadata"]["uid"],)}
     assert len(cluster.cloud.create_calls) == 1

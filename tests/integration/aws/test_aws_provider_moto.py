@@ -9,7 +9,13 @@ import yaml
 
 from provisioner.api.types import KubeletConfiguration, Provisioner, ProvisionerSpec
 from provisioner.cloudprovider.aws.provider import AWSCloudProvider
-from provisioner.cloudprovider.types import CloudProvider, ConfigurationError, NodeRequest, NotFoundError
+from provisioner.cloudprovider.types import (
+    CloudProvider,
+    ConfigurationError,
+    LoggingCloudProvider,
+    NodeRequest,
+    NotFoundError,
+)
 from provisioner.model.requirements import Requirements
 from provisioner.model.resources import GIB, MIB
 
@@ -99,8 +105,9 @@ def test_walkthrough_launch(provider, provisioner, ec2, account, caplog):
         WALKTHROUGH,
         taints=({"key": "karpenter.sh/not-ready", "effect": "NoSchedule"},),
     )
-    with caplog.at_level(logging.INFO, logger="provisioner.cloudprovider.aws.provider"):
-        machine = provider.create(request)
+    # the process launches through LoggingCloudProvider, which logs the walkthrough's line
+    with caplog.at_level(logging.INFO, logger="provisioner.cloudprovider.types"):
+        machine = LoggingCloudProvider(provider).create(request)
 
     (fleet,) = calls
     assert fleet["Type"] == "instant"

@@ -8,7 +8,6 @@ least-privilege RBAC, empty caBundle, leader election, the scheduler snippet).
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -107,7 +106,7 @@ def test_default_service_cidr_is_the_documented_one_and_parses(default_objects: 
     controller = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "controller")
     env = env_of(controller)
     assert env["GROUPLESS_SERVICE_CIDR"] == "10.100.0.0/16"
-    assert from_mapping({}, environ={"GROUPLESS_SERVICE_CIDR": env["GROUPLESS_SERVICE_CIDR"]}).service_cidr == "10.100.0.0/16"
+    assert from_mapping({}, environ={"GROUPLESS_SERVICE_CIDR": env["GROUPLESS_SERVICE_CIDR"]}).aws.service_cidr == "10.100.0.0/16"
     assert "GROUPLESS_CLUSTER_CA_BUNDLE" not in env  # empty: discovered from the service account
 
 
@@ -273,7 +272,7 @@ def test_container_args_and_environment_are_understood_by_groupless(custom_objec
 
     parser = build_parser()
     deployment = next(d for d in by_kind(custom_objects, "Deployment") if d["metadata"]["name"] == "gl-groupless")
-    known_env = {settings.env_name(f.name) for f in dataclasses.fields(settings.ControllerSettings)}
+    known_env = {settings.env_name(name) for name in settings.option_names()}
     known_env |= {"GROUPLESS_LOG_LEVEL", "GROUPLESS_LOG_FORMAT"}
     for container in deployment["spec"]["template"]["spec"]["containers"]:
         args = parser.parse_args(container["args"])

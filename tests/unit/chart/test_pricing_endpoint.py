@@ -29,13 +29,13 @@ def test_pricing_endpoint_is_rendered_and_parsed(helm: Path) -> None:
                      "--set", "aws.pricingEndpointURL=http://pricing.test:5001")
     env, parsed = controller_settings(objects)
     assert env["GROUPLESS_AWS_PRICING_ENDPOINT_URL"] == "http://pricing.test:5001"
-    assert parsed.aws_pricing_endpoint_url == "http://pricing.test:5001"
-    assert parsed.aws_endpoint_url == "http://moto.test:5000"
+    assert parsed.aws.pricing_endpoint_url == "http://pricing.test:5001"
+    assert parsed.aws.endpoint_url == "http://moto.test:5000"
 
 
 @pytest.mark.parametrize("extra", [[], ["--set", "aws.endpointURL=http://moto.test:5000"]])
 def test_unset_pricing_endpoint_is_not_rendered(helm: Path, extra: list[str]) -> None:
     env, parsed = controller_settings(render(helm, *REQUIRED, *extra))
     assert "GROUPLESS_AWS_PRICING_ENDPOINT_URL" not in env
-    assert parsed.aws_pricing_endpoint_url is None
+    assert parsed.aws.pricing_endpoint_url is None
     assert parsed.aws_endpoint_url == ("http://moto.test:5000" if extra else None)

@@ -84,7 +84,7 @@ def test_service_cidr_setting_defaults_and_reaches_aws_settings(isolated: Path) 
     assert AWSSettings.from_controller_settings(from_mapping({"cluster_name": "c"})).service_cidr == "10.100.0.0/16"
     settings = from_mapping({"cluster_name": "c"}, environ={"GROUPLESS_SERVICE_CIDR": "172.20.0.0/16"})
     assert AWSSettings.from_controller_settings(settings).service_cidr == "172.20.0.0/16"
-    assert from_mapping({"service_cidr": "fd00:10:96::/112"}).service_cidr == "fd00:10:96::/112"
+    assert from_mapping({"service_cidr": "fd00:10:96::/112"}).aws.service_cidr == "fd00:10:96::/112"
 
 
 @pytest.mark.parametrize("bad", ["172.20.0.1/16", "10.100.0.0", "ten"])

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from provisioner.clock import FakeClock, rfc3339
 from provisioner.controllers import objects
-from provisioner.controllers.cli import ReplacementFailedError, replacement_nodes
 from provisioner.controllers.counter import sum_capacity
 from provisioner.controllers.emptiness import is_empty
 from provisioner.controllers.garbagecollection import instance_id_of
+from provisioner.controllers.provisioning import ProvisionResult, ReplacementError, replacement_nodes
 from provisioner.controllers.result import Result
 from provisioner.controllers.termination import drain_set, eviction_order
 from provisioner.controllers.workqueue import WorkQueue
@@ -104,14 +105,15 @@ def test_result_min() -> None:
 
 
 def test_replacement_nodes_from_a_provision_result() -> None:
-    from provisioner.controllers.provisioning.controller import ProvisionResult
-
     result = ProvisionResult(nodes=("new-1",), nominated_existing={"inflight": ("u1",)},
-                             placed_existing={"ready": ("u2",), "old": ("u3",)}, unschedulable={"default/x": "no"})
+                             placed_existing={"ready": ("u2",), "old": ("u3",)})
     assert replacement_nodes(result, "old") == ["inflight", "new-1", "ready"]
     assert replacement_nodes(ProvisionResult(), "old") == []
-    with pytest.raises(ReplacementFailedError, match="default/web: limit cpu exceeded"):
+    with pytest.raises(ReplacementError, match="default/web: limit cpu exceeded"):
         replacement_nodes(ProvisionResult(nodes=("n",), failed={"default/web": "limit cpu exceeded"}), "old")
+    # a pod placed nowhere has nowhere to go either: the expiring node is kept
+    with pytest.raises(ReplacementError, match="1 pod"):
+        replacement_nodes(replace(result, unschedulable={"default/x": "no"}), "old")
 
 
 def test_workqueue_dedupes_keeps_earliest_and_never_hands_out_twice() -> None:

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import pytest
 
+from provisioner import settings as settings_module
 from provisioner.settings import ControllerSettings, SettingsError, add_arguments, from_args, from_mapping
 
 
@@ -16,8 +18,8 @@ def parse(argv: list[str], env: dict[str, str]) -> ControllerSettings:
 def test_defaults() -> None:
     settings = parse([], {})
     assert settings == ControllerSettings()
-    assert settings.registration_timeout == 900.0 and settings.gc_grace == 300.0
-    assert settings.eni_limited_pod_density is True and settings.leader_elect is True
+    assert settings.nodes.registration_timeout_seconds == 900.0 and settings.gc_grace_seconds == 300.0
+    assert settings.aws.eni_limited_pod_density is True and settings.leader_election.enabled is True
 
 
 def test_environment_then_flag_precedence_and_units() -> None:
@@ -25,13 +27,13 @@ def test_environment_then_flag_precedence_and_units() -> None:
            "GROUPLESS_BATCH_IDLE_DURATION": "500ms", "GROUPLESS_ENI_LIMITED_POD_DENSITY": "false",
            "GROUPLESS_NODE_ANNOTATIONS": "kwok.x-k8s.io/node=fake", "GROUPLESS_AWS_ENDPOINT_URL": ""}
     settings = parse(["--cluster-name", "from-flag", "--node-labels", "team=a, tier=b"], env)
-    assert settings.cluster_name == "from-flag"
-    assert settings.gc_grace == 300.0 and settings.registration_timeout == 900.0
-    assert settings.batch_idle_duration == 0.5
-    assert settings.eni_limited_pod_density is False
-    assert dict(settings.node_annotations) == {"kwok.x-k8s.io/node": "fake"}
-    assert dict(settings.node_labels) == {"team": "a", "tier": "b"}
-    assert settings.aws_endpoint_url is None
+    assert settings.aws.cluster_name == "from-flag"
+    assert settings.gc_grace_seconds == 300.0 and settings.nodes.registration_timeout_seconds == 900.0
+    assert settings.batching.idle_seconds == 0.5
+    assert settings.aws.eni_limited_pod_density is False
+    assert dict(settings.nodes.annotations) == {"kwok.x-k8s.io/node": "fake"}
+    assert dict(settings.nodes.labels) == {"team": "a", "tier": "b"}
+    assert settings.aws.endpoint_url is None
 
 
 def test_help_shows_defaults_and_environment() -> None:
@@ -59,3 +61,34 @@ def test_bad_values_name_the_setting(values: dict[str, str], needle: str) -> Non
 def test_bad_environment_variable_is_named() -> None:
     with pytest.raises(SettingsError, match="GROUPLESS_GC_GRACE"):
         parse([], {"GROUPLESS_GC_GRACE": "-3"})
+
+
+def leaf_fields(cls: type, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """Attribute paths of every non-group field of a settings dataclass."""
+    found: set[tuple[str, ...]] = set()
+    for f in dataclasses.fields(cls):
+        value = getattr(cls(), f.name)
+        if dataclasses.is_dataclass(value):
+            found |= leaf_fields(type(value), (*prefix, f.name))
+        else:
+            found.add((*prefix, f.name))
+    return found
+
+
+def test_every_setting_is_one_flag_and_every_flag_one_setting() -> None:
+    paths = [option.path for option in settings_module._OPTIONS]
+    assert len(paths) == len(set(paths))
+    # every field the process reads has exactly one flag; the batch size stays Karpenter's 2,000
+    assert set(paths) == leaf_fields(ControllerSettings) - {("batching", "max_pods")}
+    durations = [o.path for o in settings_module._OPTIONS if o.parse is settings_module._parse_duration]
+    assert durations and all(path[-1].endswith("_seconds") for path in durations)
+
+
+def test_the_provisioning_group_is_the_process_settings() -> None:
+    settings = from_mapping({"batch_idle_duration": "2", "batch_max_duration": "20", "resync_period": "45",
+                             "node_labels": "team=a", "nomination_ttl": "60"})
+    provisioning = settings.provisioning
+    assert provisioning.batching is settings.batching and provisioning.nodes is settings.nodes
+    assert (provisioning.batching.idle_seconds, provisioning.batching.max_seconds) == (2.0, 20.0)
+    assert provisioning.resync_seconds == 45.0 and provisioning.nodes.nomination_ttl_seconds == 60.0
+    assert dict(provisioning.nodes.labels) == {"team": "a"}

@@ -67,7 +67,7 @@ def test_bad_log_settings_give_the_same_one_line_error_and_exit_2(
 
 def test_every_process_accepts_every_level_in_any_case() -> None:
     for name in LEVEL_NAMES:
-        assert from_mapping({"log_level": name.upper()}).log_level == name
+        assert from_mapping({"log_level": name.upper()}).logging.level == name
         assert parse_level(name.upper()) == getattr(logging, name.upper())
 
 

@@ -30,11 +30,12 @@ from provisioner import metrics
 from provisioner.clock import FakeClock
 from provisioner.cloudprovider.fake import FakeCloudProvider, make_instance_type
 from provisioner.controllers.health import health_app
-from provisioner.controllers.provisioning import ProvisioningController, ProvisioningSettings
+from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.logging import configure_logging
 from provisioner.model.resources import MIB
+from provisioner.settings import ProvisioningSettings
 from provisioner.state import ClusterState
 from webhook.app import create_app as webhook_app
 
@@ -124,9 +125,11 @@ def test_controller_metrics_after_provisioning_the_walkthrough(json_log: io.Stri
 
     for n in range(3):
         pending_pod(api, n)
-    controller.step()
+    assert controller.batcher.take() is None  # the window is still open
     clock.advance(1.0)
-    controller.step()
+    batch = controller.batcher.take()
+    assert batch is not None
+    controller.reconcile(batch)
     assert len(cloud.launches) == 1
     after = scrape(get)  # the gauges are refreshed from the cluster cache by the scrape itself
 

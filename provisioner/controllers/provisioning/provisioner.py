@@ -1,0 +1,609 @@
+"""A provisioning round: snapshot -> results -> launched and nominated nodes (Karpenter's ``provisioner.go``).
+
+One round (:meth:`NodeProvisioner.provision` for pending pods, :meth:`NodeProvisioner.replace`
+for an expiring node's pods) takes the cluster snapshot (after :meth:`NodeProvisioner.provisionable`
+released what it shows from the ledger and pruned ended nominations) and:
+
+1. builds the solver input (:class:`~provisioner.controllers.provisioning.inputs.SolverInputs`:
+   pods, Provisioners, instance types, existing and in-flight nodes, DaemonSets, limit usage);
+2. :meth:`~NodeProvisioner.schedule`: solves (pure :func:`provisioner.scheduling.solver.solve`)
+   and checks each planned node against back-off and limits, giving :class:`Results`;
+3. :meth:`~NodeProvisioner.record`: writes the nominations of pods placed on in-flight nodes
+   (:class:`~provisioner.controllers.provisioning.nominations.NodeNominations`) and their
+   events (as Karpenter's ``Results.Record``);
+4. launches the planned nodes (:class:`~provisioner.controllers.provisioning.launcher.Launcher`)
+   and merges the outcomes on the round's thread: limit usage, back-off, the in-flight ledger,
+   ``Launched`` / ``Nominated`` / ``LaunchFailed`` / ``InsufficientCapacity`` events;
+5. after insufficient capacity, solves the same pods again without the failed offerings, up to
+   ``ice_retries`` times.
+
+Decisions and their sources:
+
+* In-flight awareness (Karpenter v0.10+): nodes already launched count as capacity, with what
+  their nominated pods still need set aside, so a second burst that fits launches nothing; a
+  pod placed on an in-flight node is added to its nominations. Pods holding a valid nomination
+  are not provisionable; a nomination is valid only while the pod still fits beside the pods
+  bound to the node (kube-scheduler may bind others there first), else it ends and the pod
+  gets a new node (see :func:`~provisioner.controllers.provisioning.rules._displaced`). What
+  the cache does not show yet lives in the
+  :class:`~provisioner.state.inflight.InFlightLedger`, so nothing is launched twice for one
+  pod. Node requests carry a stable id (Provisioner + pod UIDs) so a retried launch is
+  idempotent at the cloud too.
+* Limits are enforced twice: by the solver while packing, and before each launch against the
+  capacity of the Provisioner's nodes (existing, in flight, launched in this round), dropping
+  instance type options that would overshoot (Karpenter v0.6.3 checked once per packing and
+  could overshoot; we do not). A launch reserves its largest option until its outcome says
+  which type it was.
+* Replacement capacity (the expiration controller's ``Replacer``): the room each target node
+  was chosen for is promised to the expiring node's pods until they leave it, so nodes
+  expiring together each get their own; a replacement fails (the node is kept) when any pod
+  got no capacity.
+* Events: ``Nominated`` on each pod, ``Launched`` on the Provisioner, ``FailedProvisioning``
+  (Warning) on a pod no Provisioner can serve; log lines as the walkthrough shows them.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from provisioner import metrics
+from provisioner.api.types import Provisioner
+from provisioner.clock import Clock
+from provisioner.cloudprovider.types import Machine, NodeRequest
+from provisioner.controllers.provisioning.events import provisioner_event
+from provisioner.controllers.provisioning.inputs import SolverInputs
+from provisioner.controllers.provisioning.launcher import (
+    Launcher,
+    LaunchJob,
+    LaunchOutcome,
+    LaunchStatus,
+    Offering,
+)
+from provisioner.controllers.provisioning.nodes import node_request_id, quantity_string, taint_dicts
+from provisioner.controllers.provisioning.nominations import NodeNominations
+from provisioner.controllers.provisioning.rules import _key, _uid
+from provisioner.controllers.provisioning.selection import not_provisionable_reason, owner_kind
+from provisioner.kube.api import KubeAPI, Object
+from provisioner.kube.events import EventRecorder
+from provisioner.model import labels as wk
+from provisioner.model.resources import Resources
+from provisioner.scheduling.instancetypes import InstanceType
+from provisioner.scheduling.nodes import ClusterNode
+from provisioner.scheduling.pods import Pod, pod_requests
+from provisioner.scheduling.provisioners import provisioner_limits
+from provisioner.scheduling.solver import Plan, PlannedNode, SolverInput
+from provisioner.settings import ProvisioningSettings
+from provisioner.state.cluster import Snapshot
+from provisioner.state.inflight import InFlightLedger
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LaunchedNode:
+    """One node launched: its Node name, the machine, the pods nominated to it."""
+
+    name: str
+    provisioner: str
+    machine: Machine
+    pod_uids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ProvisionResult:
+    """What one provisioning round did.
+
+    ``nodes``: names of the Nodes created (launch order). ``nominated_existing``: node name ->
+    pod UIDs added to an in-flight node's nominations. ``placed_existing``: node name -> pod
+    UIDs the solver placed on existing capacity (in flight or Ready). ``unschedulable``: pod
+    key (``ns/name``) -> reason no Provisioner could serve it. ``failed``: pod key -> why its
+    launch failed (limits, back-off, cloud errors). ``pods``: how many pods were considered.
+    """
+
+    nodes: tuple[str, ...] = ()
+    launched: tuple[LaunchedNode, ...] = ()
+    nominated_existing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    placed_existing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    unschedulable: Mapping[str, str] = field(default_factory=dict)
+    failed: Mapping[str, str] = field(default_factory=dict)
+    pods: int = 0
+
+
+class ReplacementError(RuntimeError):
+    """Some pods of an expiring node could not get replacement capacity now (limits, back-off, cloud errors)."""
+
+
+def replacement_nodes(result: ProvisionResult, exclude: str) -> list[str]:
+    """The nodes an expiring node ``exclude`` must wait for, from a replacement round's result (sorted).
+
+    Launched nodes (``nodes``), in-flight nodes the pods were nominated to
+    (``nominated_existing``) and existing nodes the solver placed them on (``placed_existing``);
+    the expiring node itself never. Raises ReplacementError when some pod got no capacity:
+    the solver placed it nowhere (``unschedulable``: limits, no Provisioner or offering fits)
+    or its launch failed (``failed``: limits, back-off, cloud errors); the expiration
+    controller then keeps the node and retries later, so nothing is drained without somewhere
+    to go (docs/troubleshooting.md, ``ReplacementFailed``).
+    """
+    problems = {**result.unschedulable, **result.failed}
+    if problems:
+        first = sorted(problems.items())[0]
+        raise ReplacementError(f"{len(problems)} pod(s) without replacement capacity, e.g. {first[0]}: {first[1]}")
+    if exclude in result.nodes:
+        log.warning("Provisioning answered with expiring node %s itself (a reused node request id); "
+                    "not waiting for a replacement", exclude)
+    names = [*result.nodes, *result.nominated_existing, *result.placed_existing]
+    return sorted({n for n in names if n and n != exclude})
+
+
+class RoundPurpose(enum.Enum):
+    """What a round provisions for."""
+
+    #: Pending pods: they are nominated to their nodes; a pod no Provisioner can serve gets a
+    #: ``FailedProvisioning`` event.
+    PENDING = "pending"
+    #: An expiring node's pods, still bound to it: no nominations (their owner recreates them
+    #: with new UIDs) and no events on them.
+    REPLACEMENT = "replacement"
+
+
+@dataclass
+class _Round:
+    """Bookkeeping of one provisioning round; read and written on the round's thread only."""
+
+    snapshot: Snapshot
+    usage: dict[str, Resources]
+    exclude: frozenset[str]
+    pod_objects: dict[str, Object]
+    launched: list[LaunchedNode] = field(default_factory=list)
+    nominated_existing: dict[str, list[str]] = field(default_factory=dict)
+    placed_existing: dict[str, list[str]] = field(default_factory=dict)
+    unschedulable: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    unavailable: set[Offering] = field(default_factory=set)
+    purpose: RoundPurpose = RoundPurpose.PENDING
+
+    @property
+    def nominate(self) -> bool:
+        """Whether the round's pods are nominated to the nodes found for them."""
+        return self.purpose is RoundPurpose.PENDING
+
+
+@dataclass(frozen=True)
+class Results:
+    """What one solve decided, after the back-off and limits checks.
+
+    ``plan``: the solver's answer. ``nodes``: the existing and in-flight nodes it was given, by
+    name. ``launches``: the planned nodes that may launch now (the others' pods are in the
+    round's ``failed``).
+    """
+
+    plan: Plan
+    nodes: Mapping[str, ClusterNode]
+    launches: tuple[LaunchJob, ...]
+
+
+class NodeProvisioner:
+    """Turns a snapshot's pods into launched, nominated nodes. See the module docstring.
+
+    Not thread-safe across rounds: the caller runs one round at a time (the controller's round
+    lock). Launches run on the launcher's threads, which never see the round's bookkeeping.
+    """
+
+    def __init__(
+        self,
+        api: KubeAPI,
+        clock: Clock,
+        recorder: EventRecorder,
+        settings: ProvisioningSettings,
+        ledger: InFlightLedger,
+        inputs: SolverInputs,
+        launcher: Launcher,
+        solver: Callable[[SolverInput], Plan],
+    ) -> None:
+        self.api = api
+        self.clock = clock
+        self.recorder = recorder
+        self.settings = settings
+        self.ledger = ledger
+        self.inputs = inputs
+        self.launcher = launcher
+        self.solver = solver
+        self.nominations = NodeNominations(api, clock, ledger, inputs)
+
+    # ------------------------------------------------------------------ rounds
+    def provisionable(self, snapshot: Snapshot) -> list[Object]:
+        """Release what ``snapshot`` shows, prune ended nominations, and return the provisionable pods."""
+        self.ledger.release(snapshot, self.clock.now())
+        self.nominations.prune(snapshot)
+        nominated = self.nominations.covered(snapshot)
+        return [p for p in snapshot.pending_pods if not_provisionable_reason(p, nominated) is None]
+
+    def provision(self, snapshot: Snapshot, pods: Sequence[Object]) -> ProvisionResult:
+        """Launch and nominate capacity for ``pods`` (from :meth:`provisionable`); warns about pods no Provisioner serves."""
+        if not pods:
+            # keep the decoded-node cache warm, so that the next burst only pays for changes
+            self.inputs.cluster_nodes(snapshot, frozenset())
+            return ProvisionResult()
+        return self._round(snapshot, pods, frozenset(), RoundPurpose.PENDING)
+
+    def replace(self, snapshot: Snapshot, pods: Sequence[Object], node_name: str) -> list[str]:
+        """Capacity for an expiring node's ``pods`` anywhere but ``node_name``; the nodes to wait for.
+
+        The pods (wire-form, bound to ``node_name``) are solved as if pending (their
+        ``nodeName`` is ignored; DaemonSet and static pods are left out: their controller puts
+        them on every node); placements on existing capacity launch nothing. The room each
+        target node was chosen for is promised to each pod until it leaves ``node_name``
+        (earlier promises to ``node_name`` are withdrawn first: they were for these same pods).
+        Returns :func:`replacement_nodes`; raises ReplacementError when some pod got no capacity.
+        """
+        self.ledger.release(snapshot, self.clock.now())
+        pending = []
+        for obj in pods:
+            if owner_kind(obj) in ("DaemonSet", "Node"):
+                continue  # their controller puts them on every node, the replacement included
+            copy = dict(obj)
+            spec = dict(copy.get("spec") or {})
+            spec.pop("nodeName", None)
+            copy["spec"] = spec
+            status = dict(copy.get("status") or {})
+            status.pop("nominatedNodeName", None)
+            status["phase"] = "Pending"
+            copy["status"] = status
+            pending.append(copy)
+        self.ledger.withdraw(node_name)
+        result = self._round(snapshot, pending, frozenset({node_name}), RoundPurpose.REPLACEMENT)
+        names = replacement_nodes(result, node_name)
+        self._promise(node_name, pods, result)
+        return names
+
+    def _round(
+        self,
+        snapshot: Snapshot,
+        pod_objects: Sequence[Object],
+        exclude: frozenset[str],
+        purpose: RoundPurpose,
+    ) -> ProvisionResult:
+        round_ = _Round(
+            snapshot=snapshot,
+            usage=self.inputs.usage(snapshot),
+            exclude=exclude,
+            pod_objects={_uid(p): p for p in pod_objects},
+            purpose=purpose,
+        )
+        pods = self.inputs.pods(snapshot, pod_objects, round_.unschedulable)
+        provisioners = {
+            name: p
+            for name, p in snapshot.provisioners.items()
+            if not (snapshot.provisioner_objects.get(name, {}).get("metadata") or {}).get("deletionTimestamp")
+        }
+        if not pods:
+            return self._result(round_, 0)
+        if not provisioners:
+            for pod in pods:
+                round_.unschedulable[pod.key] = "no Provisioner exists"
+            self._warn_unschedulable(round_)
+            return self._result(round_, len(pods))
+        instance_types = self.inputs.instance_types(provisioners, snapshot, round_.unavailable)
+        nodes = self.inputs.candidate_nodes(self.inputs.cluster_nodes(snapshot, exclude), pods)
+        daemonsets = self.inputs.daemonsets(snapshot)
+        try:
+            self._solve_and_launch(pods, provisioners, instance_types, nodes, daemonsets, round_, attempt=0)
+        finally:
+            # launches that ended without a node for their pods (errors, limits): not covered
+            self.ledger.end_launches(pod.uid for pod in pods)
+        self._warn_unschedulable(round_)
+        return self._result(round_, len(pods))
+
+    @staticmethod
+    def _result(round_: _Round, n: int) -> ProvisionResult:
+        return ProvisionResult(
+            nodes=tuple(node.name for node in round_.launched),
+            launched=tuple(round_.launched),
+            nominated_existing={k: tuple(v) for k, v in round_.nominated_existing.items()},
+            placed_existing={k: tuple(v) for k, v in round_.placed_existing.items()},
+            unschedulable=dict(round_.unschedulable),
+            failed=dict(round_.failed),
+            pods=n,
+        )
+
+    def _solve_and_launch(
+        self,
+        pods: list[Pod],
+        provisioners: Mapping[str, Provisioner],
+        instance_types: Mapping[str, list[InstanceType]],
+        nodes: list[ClusterNode],
+        daemonsets: list[Pod],
+        round_: _Round,
+        attempt: int,
+    ) -> None:
+        results = self.schedule(pods, provisioners, instance_types, nodes, daemonsets, round_, attempt)
+        self.record(results, round_)
+        if round_.nominate:  # covered from now on: the launches are in flight
+            for job in results.launches:
+                self.ledger.launching((p.uid for p in job.planned.pods), self.launcher.nomination_deadline())
+        retry: list[Pod] = []
+        for outcome in self.launcher.launch(results.launches):
+            self._merge(outcome, round_)
+            if outcome.status is LaunchStatus.INSUFFICIENT_CAPACITY:
+                retry.extend(outcome.planned.pods)
+                round_.unavailable.update(outcome.unavailable)
+        if retry:
+            if attempt >= self.settings.ice_retries:
+                for pod in retry:
+                    round_.failed[pod.key] = "insufficient capacity in every allowed offering"
+                return
+            log.info(
+                "Retrying %d pod(s) with the remaining offerings after insufficient capacity", len(retry)
+            )
+            fresh = self.inputs.instance_types(
+                {p: provisioners[p] for p in instance_types}, round_.snapshot, round_.unavailable
+            )
+            nodes_now = self.inputs.candidate_nodes(
+                self.inputs.cluster_nodes(round_.snapshot, round_.exclude), retry
+            )
+            self._solve_and_launch(retry, provisioners, fresh, nodes_now, daemonsets, round_, attempt + 1)
+
+    # ------------------------------------------------------------------ schedule
+    def schedule(
+        self,
+        pods: list[Pod],
+        provisioners: Mapping[str, Provisioner],
+        instance_types: Mapping[str, list[InstanceType]],
+        nodes: list[ClusterNode],
+        daemonsets: list[Pod],
+        round_: _Round,
+        attempt: int,
+    ) -> Results:
+        """Solve, then check each planned node against back-off and limits (reserving its room in ``round_.usage``)."""
+        usable = [p for name, p in provisioners.items() if name in instance_types]
+        with metrics.time_call(metrics.SOLVE_DURATION):
+            plan = self.solver(
+                SolverInput(
+                    pods=pods,
+                    provisioners=usable,
+                    instance_types=instance_types,
+                    nodes=nodes,
+                    daemonsets=daemonsets,
+                    provisioner_usage=round_.usage,
+                )
+            )
+        for error in plan.unschedulable:
+            round_.unschedulable[error.pod.key] = error.reason
+        if plan.new_nodes:
+            self._log_packing(plan.new_nodes)
+        launches = []
+        for planned in plan.new_nodes:
+            provisioner = provisioners[planned.provisioner]
+            request = self._request(planned, provisioner, round_, attempt)
+            if request is None:
+                continue
+            prov_obj = round_.snapshot.provisioner_objects.get(provisioner.name) or {}
+            uid = str((prov_obj.get("metadata") or {}).get("uid") or provisioner.uid or "")
+            launches.append(LaunchJob(planned, request, round_.nominate, uid))
+        return Results(plan=plan, nodes={n.name: n for n in nodes}, launches=tuple(launches))
+
+    def _log_packing(self, planned: Sequence[PlannedNode]) -> None:
+        groups: dict[tuple[str, tuple[str, ...]], list[PlannedNode]] = {}
+        for node in planned:
+            groups.setdefault(
+                (node.provisioner, tuple(t.name for t in node.instance_type_options)), []
+            ).append(node)
+        for (provisioner, options), members in groups.items():
+            log.info(
+                "Computed packing of %d node(s) for %d pod(s) with instance type option(s) [%s]",
+                len(members),
+                sum(len(m.pods) for m in members),
+                " ".join(options),
+                extra={"provisioner": provisioner},
+            )
+
+    def _request(
+        self, planned: PlannedNode, provisioner: Provisioner, round_: _Round, attempt: int
+    ) -> NodeRequest | None:
+        """The node request, after the back-off and limits checks (None: not launched now)."""
+        backing_off = self.launcher.backoff.remaining(provisioner.name)
+        if backing_off > 0:
+            reason = f"Provisioner {provisioner.name} is backing off after launch errors for {backing_off:.0f}s"
+            for pod in planned.pods:
+                round_.failed[pod.key] = reason
+            return None
+        options = list(planned.instance_type_options)
+        try:
+            limits = provisioner_limits(provisioner)
+        except ValueError as exc:
+            limits = None
+            log.warning("%s", exc)
+        if limits is not None:
+            usage = round_.usage.get(provisioner.name, Resources())
+            over = [r for r in limits if usage.get(r) >= limits.get(r)]
+            if over:
+                r = over[0]
+                reason = (
+                    f"{r} resource usage of {quantity_string(r, usage.get(r))} "
+                    f"exceeds limit of {quantity_string(r, limits.get(r))}"
+                )
+                self._limit_exceeded(provisioner, planned, reason, round_)
+                return None
+            headroom = {r: limits.get(r) - usage.get(r) for r in limits}
+            options = [t for t in options if all(t.capacity.get(r) <= headroom[r] for r in limits)]
+            if not options:
+                reason = "every instance type option would exceed the limits " + ", ".join(
+                    f"{r}={quantity_string(r, limits.get(r))}" for r in limits
+                )
+                self._limit_exceeded(provisioner, planned, reason, round_)
+                return None
+            # reserve the largest remaining option until the launch says which one it was
+            largest = Resources({r: max(t.capacity.get(r) for t in options) for r in limits})
+            round_.usage[provisioner.name] = usage + largest
+        labels = dict(self.settings.nodes.labels)
+        labels.update(planned.labels)
+        labels.update(provisioner.labels_with_name)
+        salt = "replace:" + ",".join(sorted(round_.exclude)) if round_.exclude else ""
+        displaced_from = self.ledger.displaced_from(p.uid for p in planned.pods)
+        if displaced_from:  # a new node, not the full one launched for these pods before
+            salt += "|displaced:" + ",".join(displaced_from)
+        return NodeRequest(
+            id=node_request_id(provisioner, (p.uid for p in planned.pods), attempt, salt=salt),
+            provisioner=provisioner,
+            instance_type_options=tuple(options),
+            requirements=planned.requirements,
+            labels=labels,
+            taints=tuple(taint_dicts([*planned.taints, *provisioner.spec.startup_taints])),
+        )
+
+    def _limit_exceeded(
+        self, provisioner: Provisioner, planned: PlannedNode, reason: str, round_: _Round
+    ) -> None:
+        message = f"Could not launch node, {reason}"
+        log.warning("%s", message, extra={"provisioner": provisioner.name})
+        metrics.LAUNCH_ERRORS.labels(provisioner=provisioner.name, type="limits_exceeded").inc()
+        provisioner_event(self.recorder, provisioner.name, round_.snapshot, "Warning", "LimitExceeded", message)
+        for pod in planned.pods:
+            round_.failed[pod.key] = message
+
+    # ------------------------------------------------------------------ record
+    def record(self, results: Results, round_: _Round) -> None:
+        """Record what the solve placed on existing capacity (as Karpenter's ``Results.Record``).
+
+        Every placement joins the round's ``placed_existing``; pods placed on an in-flight node
+        of ours are added to its nominations (one patch per node), covered in the ledger, and
+        get a ``Nominated`` event. New nodes' nominations travel with their Node
+        (:meth:`_merge`).
+        """
+        for placement in results.plan.existing:
+            uids = [p.uid for p in placement.pods]
+            round_.placed_existing.setdefault(placement.node, []).extend(uids)
+            node = results.nodes.get(placement.node)
+            if round_.nominate and node is not None and node.in_flight and node.provisioner:
+                self._nominate_existing(placement.node, placement.pods, round_)
+
+    def _nominate_existing(self, node_name: str, pods: Sequence[Pod], round_: _Round) -> None:
+        """Add pods the solver placed on an in-flight node of ours to its nominations; their events."""
+        node = self.nominations.add(node_name, pods, round_.snapshot, self.launcher.nomination_deadline())
+        if node is None:
+            return
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        where = f"{labels.get(wk.INSTANCE_TYPE, '?')}, {labels.get(wk.ZONE, '?')}"
+        for pod in pods:
+            round_.nominated_existing.setdefault(node_name, []).append(pod.uid)
+            obj = round_.pod_objects.get(pod.uid)
+            if obj is not None:
+                self.recorder.normal(obj, "Nominated", f"Pod should schedule on node {node_name} ({where})")
+        metrics.PODS_NOMINATED.labels(provisioner=str(labels.get(wk.PROVISIONER_NAME, ""))).inc(len(pods))
+
+    def _warn_unschedulable(self, round_: _Round) -> None:
+        """``FailedProvisioning`` on each pending pod no Provisioner can serve (replacement rounds: none)."""
+        if round_.purpose is not RoundPurpose.PENDING:
+            return
+        by_key = {_key(obj): obj for obj in round_.pod_objects.values()}
+        for key, reason in round_.unschedulable.items():
+            obj = by_key.get(key)
+            log.info("Unable to provision pod %s: %s", key, reason)
+            if obj is not None:
+                self.recorder.warning(
+                    obj, "FailedProvisioning", f"No Provisioner can serve the pod: {reason}"
+                )
+
+    # ------------------------------------------------------------------ launch outcomes
+    def _merge(self, outcome: LaunchOutcome, round_: _Round) -> None:
+        """Fold one launch's outcome into the round (on the round's thread): usage, back-off, ledger, events."""
+        planned, request = outcome.planned, outcome.request
+        provisioner = request.provisioner
+        if outcome.machine is not None:  # an instance was launched (its Node may still have failed)
+            self.launcher.backoff.succeeded(provisioner.name)
+            self._settle_usage(provisioner, request, outcome.launched_type, round_)
+        if outcome.status is LaunchStatus.INSUFFICIENT_CAPACITY:
+            metrics.LAUNCH_ERRORS.labels(provisioner=provisioner.name, type="insufficient_capacity").inc()
+            log.warning(
+                "Insufficient capacity for %s: %s",
+                provisioner.name,
+                outcome.error,
+                extra={"provisioner": provisioner.name},
+            )
+            provisioner_event(
+                self.recorder, provisioner.name, round_.snapshot, "Warning", "InsufficientCapacity", str(outcome.error)
+            )
+            return
+        machine, node = outcome.machine, outcome.node
+        if outcome.status is LaunchStatus.FAILED or machine is None or node is None:
+            self._launch_failed(provisioner, planned, outcome.error, round_)
+            return
+        uids = tuple(p.uid for p in planned.pods)
+        self.ledger.wrote(machine.name, node, uids if round_.nominate else (), self.launcher.nomination_deadline())
+        round_.launched.append(LaunchedNode(machine.name, provisioner.name, machine, uids))
+        metrics.NODES_LAUNCHED.labels(
+            provisioner=provisioner.name, capacity_type=machine.capacity_type, zone=machine.zone
+        ).inc()
+        where = f"{machine.instance_type}, {machine.zone}"
+        if round_.nominate:
+            metrics.PODS_NOMINATED.labels(provisioner=provisioner.name).inc(len(uids))
+            for pod in planned.pods:
+                obj = round_.pod_objects.get(pod.uid)
+                if obj is not None:
+                    self.recorder.normal(
+                        obj, "Nominated", f"Pod should schedule on node {machine.name} ({where})"
+                    )
+        provisioner_event(
+            self.recorder,
+            provisioner.name,
+            round_.snapshot,
+            "Normal",
+            "Launched",
+            f"Launched node {machine.name} ({where}, {machine.capacity_type}) for {len(uids)} pod(s)",
+        )
+
+    def _settle_usage(
+        self, provisioner: Provisioner, request: NodeRequest, launched: InstanceType | None, round_: _Round
+    ) -> None:
+        """Replace the reservation of the largest option by the launched type's capacity."""
+        try:
+            limits = provisioner_limits(provisioner)
+        except ValueError:
+            return
+        if limits is None or launched is None:
+            return
+        largest = Resources(
+            {r: max(t.capacity.get(r) for t in request.instance_type_options) for r in limits}
+        )
+        usage = (
+            round_.usage.get(provisioner.name, Resources())
+            - largest
+            + Resources({r: launched.capacity.get(r) for r in limits})
+        )
+        round_.usage[provisioner.name] = usage
+
+    def _launch_failed(
+        self, provisioner: Provisioner, planned: PlannedNode, exc: BaseException | None, round_: _Round
+    ) -> None:
+        delay = self.launcher.backoff.failed(provisioner.name)
+        metrics.LAUNCH_ERRORS.labels(provisioner=provisioner.name, type=metrics.outcome_of(exc)).inc()
+        message = f"Could not launch node for {len(planned.pods)} pod(s): {exc}; retrying in {delay:.0f}s"
+        log.error("%s", message, extra={"provisioner": provisioner.name})
+        provisioner_event(self.recorder, provisioner.name, round_.snapshot, "Warning", "LaunchFailed", message)
+        for pod in planned.pods:
+            round_.failed[pod.key] = message
+
+    # ------------------------------------------------------------------ replacement
+    def _promise(self, node_name: str, pods: Sequence[Object], result: ProvisionResult) -> None:
+        """Hold the room each target node was chosen for while ``node_name``'s pods wait to move.
+
+        The old pods stay bound to the expiring node while it drains, and the replacement
+        carries no nominations for them (their ReplicaSet recreates them with new UIDs), so
+        without this the next expiring node's pods would be planned into the same free room.
+        Each pod's room is held until it leaves the expiring node
+        (:meth:`InFlightLedger.reserved <provisioner.state.inflight.InFlightLedger.reserved>`).
+        """
+        requests: dict[str, Resources] = {}
+        for pod in pods:
+            try:
+                requests[_uid(pod)] = pod_requests(pod)
+            except (ValueError, TypeError, AttributeError):
+                continue
+        targets: dict[str, tuple[str, ...]] = {n.name: n.pod_uids for n in result.launched}
+        for target, uids in result.placed_existing.items():
+            targets[target] = (*targets.get(target, ()), *uids)
+        room = {target: {uid: requests[uid] for uid in uids if uid in requests} for target, uids in targets.items()}
+        self.ledger.promise(node_name, room)
