@@ -46,6 +46,7 @@ from typing import Any
 import yaml
 
 from localcluster import build, pki
+from provisioner import yamlload
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEPLOY_DIR = REPO_ROOT / "deploy"
@@ -571,7 +572,7 @@ class LocalCluster:
         source = DEPLOY_DIR / "scheduler" / "kube-scheduler-config.yaml"
         config: dict[str, Any] = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
         if source.exists():
-            docs = [d for d in yaml.safe_load_all(source.read_text()) if isinstance(d, dict)]
+            docs = [d for d in yamlload.load_all(source.read_text()) if isinstance(d, dict)]
             config = next((d for d in docs if d.get("kind") == "KubeSchedulerConfiguration"), config)
         config["clientConnection"] = {
             **(config.get("clientConnection") or {}), "kubeconfig": str(self.kubeconfig), "qps": 200, "burst": 400,
@@ -632,7 +633,7 @@ class LocalCluster:
         out: list[dict[str, Any]] = []
         files = sorted(source.glob("*.yaml")) + sorted(source.glob("*.yml")) if source.is_dir() else []
         for path in files:
-            for doc in yaml.safe_load_all(path.read_text()):
+            for doc in yamlload.load_all(path.read_text()):
                 if not isinstance(doc, dict) or doc.get("kind") not in (
                     "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"
                 ):

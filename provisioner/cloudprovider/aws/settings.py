@@ -18,6 +18,7 @@ from typing import Any
 import boto3
 import yaml
 
+from provisioner import yamlload
 from provisioner.settings import SettingsError
 
 #: The Kubernetes minor the AMI parameters are looked up for when the caller does not say
@@ -64,7 +65,7 @@ def _kubeconfig_ca(path: str) -> str:
     naming --cluster-ca-bundle).
     """
     try:
-        config = yaml.safe_load(Path(path).read_text())
+        config = yamlload.load(Path(path).read_text())
     except (OSError, yaml.YAMLError):
         return ""
     if not isinstance(config, dict):
