@@ -55,6 +55,8 @@ class ControllerSettings:
     listen_address: str = "0.0.0.0:8080"
     resync_period: float = 60.0
     extender_address: str = ""
+    instance_types: str | None = None
+    offerings: str | None = None
 
 
 class SettingsError(ValueError):
@@ -135,7 +137,9 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("service_cidr", _cidr,
             "the cluster's Service CIDR, for AL2023 nodeadm (which derives the cluster DNS IP from it); "
             "EKS picks 10.100.0.0/16, or 172.20.0.0/16 when the VPC is in 10.0.0.0/8: set it then"),
-    _Option("cloud_provider", _choice("aws", "fake"), "cloud provider: aws (boto3) or fake (in memory, tests)"),
+    _Option("cloud_provider", _choice("aws", "fake", "kwok"),
+            "cloud provider: aws (boto3), kwok (instances are Nodes kwok runs; docs/kwok.md) or fake "
+            "(in memory, tests)"),
     _Option("aws_region", _optional, "AWS region (unset: the SDK's default chain)"),
     _Option("aws_endpoint_url", _optional, "EC2/SSM endpoint URL override (e.g. a moto server, a VPC endpoint)"),
     _Option("aws_pricing_endpoint_url", _optional,
@@ -164,6 +168,12 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("extender_address", str,
             "host:port to also serve the scheduler extender (/filter, /prioritize) on, plain HTTP, "
             "from this process's cache; empty: not served (use groupless extender)"),
+    _Option("instance_types", _optional,
+            "kwok only: file with the DescribeInstanceTypes answer (JSON) of the simulated catalog "
+            "(unset: the default catalog of 42 types in ap-south-1a/b/c)"),
+    _Option("offerings", _optional,
+            "kwok only: file with the DescribeInstanceTypeOfferings answer (JSON, availability zones of one "
+            "region) of the simulated catalog (unset: the default catalog's zones)"),
 )
 
 
@@ -247,7 +257,7 @@ def validate(settings: ControllerSettings) -> None:
     """Cross-field rules; SettingsError naming the flags.
 
     client-go's leader election needs lease-duration > renew-deadline > retry-period > 0; a
-    batch's idle window cannot exceed its maximum.
+    batch's idle window cannot exceed its maximum; the catalog files are the kwok provider's.
     """
     if settings.leader_elect and not (
         settings.lease_duration > settings.renew_deadline > settings.retry_period > 0
@@ -255,6 +265,11 @@ def validate(settings: ControllerSettings) -> None:
         raise SettingsError(
             f"--lease-duration ({settings.lease_duration}) > --renew-deadline ({settings.renew_deadline}) > "
             f"--retry-period ({settings.retry_period}) > 0 is required for leader election"
+        )
+    if settings.cloud_provider != "kwok" and (settings.instance_types or settings.offerings):
+        raise SettingsError(
+            "--instance-types and --offerings (GROUPLESS_INSTANCE_TYPES, GROUPLESS_OFFERINGS) apply to "
+            f"--cloud-provider kwok only, not {settings.cloud_provider}"
         )
     if settings.batch_idle_duration > settings.batch_max_duration:
         raise SettingsError(
