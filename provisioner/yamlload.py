@@ -16,12 +16,15 @@ subclasses with the line and column.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-#: The loader classes :func:`safe_loader` may return.
-SafeLoaderClass = type[yaml.SafeLoader] | type[yaml.CSafeLoader]
+if TYPE_CHECKING:  # yaml.CSafeLoader does not exist without libyaml: never evaluated at run time
+    from typing import TypeAlias
+
+    #: The loader classes :func:`safe_loader` may return.
+    SafeLoaderClass: TypeAlias = type[yaml.SafeLoader] | type[yaml.CSafeLoader]
 
 
 def safe_loader() -> SafeLoaderClass:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import importlib
 import re
 from pathlib import Path
 
@@ -61,6 +62,17 @@ def test_the_pure_loader_is_the_fallback_without_libyaml(monkeypatch: pytest.Mon
     monkeypatch.delattr(yaml, "CSafeLoader")
     assert yamlload.safe_loader() is yaml.SafeLoader
     assert yamlload.load("a: [1, 2]") == {"a": [1, 2]}
+
+
+def test_the_helper_imports_without_libyaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(yaml, "CSafeLoader")
+    try:
+        reloaded = importlib.reload(yamlload)
+        assert reloaded.safe_loader() is yaml.SafeLoader
+    finally:
+        monkeypatch.undo()
+        importlib.reload(yamlload)
+    assert yamlload.safe_loader() is yaml.CSafeLoader
 
 
 def test_this_installation_has_the_c_loader() -> None:
