@@ -1,10 +1,10 @@
 """Every YAML read of Groupless goes through here: libyaml's C loader when present, else PyYAML's own.
 
-Why: PyYAML's pure-Python loader spends about 0.3 ms per small object; ``groupless plan`` on a
-5,000-pod manifest spent two thirds of its time in it. ``yaml.CSafeLoader`` (the same safe
-constructor and resolver over libyaml's C parser) reads the same documents several times
-faster. It exists only when PyYAML was built against libyaml (the manylinux wheels are), so
-the pure ``yaml.SafeLoader`` stays the fallback and the choice is made at each call
+Why: on ``groupless plan``'s 5,000-pod benchmark (a 1.9 MB manifest, ``benchmarks/README.md``)
+PyYAML's pure-Python loader takes about 8x as long as ``yaml.CSafeLoader`` (the same safe
+constructor and resolver over libyaml's C parser) and most of the command's time. The C loader
+exists only when PyYAML was built against libyaml (the manylinux wheels are), so the pure
+``yaml.SafeLoader`` stays the fallback and the choice is made at each call
 (:func:`safe_loader`), never cached at import.
 
 Both loaders build the same Python objects from the same text (safe tags only: mappings,
