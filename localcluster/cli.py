@@ -65,7 +65,8 @@ def register(subparsers: Any) -> None:
         "dev-cluster",
         help="run a local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok, moto, Groupless)",
         description="Run a real Kubernetes control plane on 127.0.0.1 with kwok as the kubelet and a moto "
-        "server as EC2/SSM, plus Groupless's webhook, extender and controller.",
+        "server as EC2/SSM, plus Groupless's webhook, extender and controller. With --cloud-provider kwok "
+        "there is no EC2: the controller's instances are the Nodes kwok runs, and moto is not started.",
     )
     dev_sub = dev.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
 
@@ -73,6 +74,10 @@ def register(subparsers: Any) -> None:
     up.add_argument("--name", default=DEFAULT_NAME, help=NAME_HELP)
     up.add_argument("--detach", action="store_true", help="return once up; stop later with `dev-cluster down`")
     up.add_argument("--no-groupless", action="store_true", help="only the Kubernetes control plane and kwok")
+    # checked by LocalCluster against localcluster.cluster.CLOUD_PROVIDERS (not imported at parse time)
+    up.add_argument("--cloud-provider", default="aws", metavar="aws|kwok",
+                    help="the controller's cloud provider: aws (default: EC2 and SSM on a seeded moto server) or "
+                    "kwok (instances are kwok Nodes from the default kwok catalog; no moto; see docs/kwok.md)")
     up.set_defaults(func=_up)
 
     down = dev_sub.add_parser("down", help="stop every process of the cluster")
@@ -139,7 +144,7 @@ def _up(args: argparse.Namespace) -> int:
     from localcluster.build import BuildError
     from localcluster.cluster import ClusterError, LocalCluster, Settings
 
-    cluster = LocalCluster(args.name, Settings(groupless=not args.no_groupless))
+    cluster = LocalCluster(args.name, Settings(groupless=not args.no_groupless, cloud_provider=args.cloud_provider))
     if cluster.running():
         print(f"cluster {args.name!r} is already running", file=sys.stderr)
         _print_env(cluster.attach())

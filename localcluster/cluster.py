@@ -5,7 +5,8 @@ kube-apiserver calling our admission webhooks, kube-scheduler calling our extend
 kube-controller-manager running Deployments and computing PodDisruptionBudget status, the
 Eviction API enforcing it. Only the kubelet is simulated, by kwok, and only for the nodes
 Groupless creates (annotated ``kwok.x-k8s.io/node: fake``); EC2 and SSM are a seeded moto
-server.
+server, or, with ``Settings(cloud_provider="kwok")``, there is no EC2 at all: the controller
+runs the kwok cloud provider, whose instances are those Nodes, and moto is not started.
 
 Each component is a subprocess in its own process group on a free 127.0.0.1 port, waited for
 on its health endpoint, with its log in ``<cluster dir>/logs/<component>.log``. The state file
@@ -15,9 +16,9 @@ process is left behind. In the foreground (tests, ``groupless demo``) each compo
 ``PR_SET_PDEATHSIG`` so that it dies with its parent even if the parent is killed hard.
 
 Start order (each one waited for before the next): etcd, kube-apiserver, kube-controller-manager,
-moto, kwok, then Groupless's webhook (its CRD applied first and its webhook configurations
-registered after it answers), extender, kube-scheduler (its configuration points at the
-extender), and the controller. Groupless processes are started as ``python -m provisioner.cli
+moto (with the aws cloud provider), kwok, then Groupless's webhook (its CRD applied first and its
+webhook configurations registered after it answers), extender, kube-scheduler (its configuration
+points at the extender), and the controller. Groupless processes are started as ``python -m provisioner.cli
 <subcommand>`` from the interpreter running this code, so they use the same installation.
 """
 
@@ -46,6 +47,7 @@ from typing import Any
 import yaml
 
 from localcluster import build, pki
+from provisioner import yamlload
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEPLOY_DIR = REPO_ROOT / "deploy"
@@ -54,6 +56,9 @@ KWOK_STAGES = Path(__file__).resolve().parent / "kwok-stages.yaml"
 #: The annotation kwok selects the nodes it simulates by; Groupless puts it on the Nodes it creates.
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_NODE_ANNOTATION_VALUE = "fake"
+
+#: The controller's cloud providers a local cluster can run (``Settings.cloud_provider``).
+CLOUD_PROVIDERS = ("aws", "kwok")
 
 #: The walkthrough's account, as ``localcluster.aws.seed_account`` seeds it.
 AWS_REGION = "ap-south-1"
@@ -79,6 +84,9 @@ class Settings:
     #: Extra environment for the controller (``GROUPLESS_*`` overrides).
     controller_env: Mapping[str, str] = field(default_factory=dict)
     log_level: str = "info"
+    #: The controller's cloud provider: ``aws`` (EC2 and SSM on a seeded moto server) or
+    #: ``kwok`` (instances are kwok Nodes, no moto; ``provisioner.cloudprovider.kwok``).
+    cloud_provider: str = "aws"
 
 
 def cache_dir() -> Path:
@@ -270,6 +278,9 @@ class LocalCluster:
         stopped again when a later component fails or on KeyboardInterrupt.
         """
         say = progress or (lambda message: None)
+        if self.settings.cloud_provider not in CLOUD_PROVIDERS:
+            raise ClusterError(f"cloud provider {self.settings.cloud_provider!r}: expected one of "
+                               f"{', '.join(CLOUD_PROVIDERS)}")
         self._tie_to_parent = not detach
         if self.running():
             raise ClusterError(
@@ -310,7 +321,7 @@ class LocalCluster:
         self._start_controller_manager()
         say("kube-controller-manager is healthy")
         subcommands = available_subcommands() if s.groupless else set()
-        if s.groupless and _aws_module_available():
+        if s.groupless and s.cloud_provider == "aws" and _aws_module_available():
             self._start_moto()
             say(f"moto (EC2/SSM) is serving at {self.aws_endpoint_url}")
         else:
@@ -328,7 +339,7 @@ class LocalCluster:
             say("Groupless extender is serving")
         self._start_scheduler(with_extender=extender)
         say("kube-scheduler is healthy" + (" (with the Groupless extender)" if extender else ""))
-        if "controller" in subcommands and self.aws_endpoint_url:
+        if "controller" in subcommands and (self.aws_endpoint_url or s.cloud_provider == "kwok"):
             self._start_controller()
             say("Groupless controller is running")
         self._wait_default_service_account()
@@ -539,20 +550,23 @@ class LocalCluster:
             "GROUPLESS_CLUSTER_NAME": CLUSTER_NAME,
             "GROUPLESS_CLUSTER_ENDPOINT": self.apiserver_url,
             "GROUPLESS_CLUSTER_CA_BUNDLE": base64.b64encode(self.pki.ca.cert.read_bytes()).decode(),
-            "GROUPLESS_CLOUD_PROVIDER": "aws",
-            "GROUPLESS_AWS_REGION": AWS_REGION,
-            "GROUPLESS_AWS_ENDPOINT_URL": self.aws_endpoint_url or "",
-            "GROUPLESS_DEFAULT_INSTANCE_PROFILE": DEFAULT_INSTANCE_PROFILE,
+            "GROUPLESS_CLOUD_PROVIDER": s.cloud_provider,
             "GROUPLESS_BATCH_IDLE_DURATION": str(s.batch_idle_seconds),
             "GROUPLESS_BATCH_MAX_DURATION": str(s.batch_max_seconds),
             "GROUPLESS_NODE_ANNOTATIONS": f"{KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
             "GROUPLESS_LOG_LEVEL": s.log_level,
             "GROUPLESS_LISTEN_ADDRESS": f"127.0.0.1:{self.ports['controller-metrics']}",
             "GROUPLESS_RESYNC_PERIOD": "10",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": AWS_REGION,
         }
+        if s.cloud_provider == "aws":
+            env.update({
+                "GROUPLESS_AWS_REGION": AWS_REGION,
+                "GROUPLESS_AWS_ENDPOINT_URL": self.aws_endpoint_url or "",
+                "GROUPLESS_DEFAULT_INSTANCE_PROFILE": DEFAULT_INSTANCE_PROFILE,
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": AWS_REGION,
+            })
         env.update(s.controller_env)
         return env
 
@@ -571,7 +585,7 @@ class LocalCluster:
         source = DEPLOY_DIR / "scheduler" / "kube-scheduler-config.yaml"
         config: dict[str, Any] = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
         if source.exists():
-            docs = [d for d in yaml.safe_load_all(source.read_text()) if isinstance(d, dict)]
+            docs = [d for d in yamlload.load_all(source.read_text()) if isinstance(d, dict)]
             config = next((d for d in docs if d.get("kind") == "KubeSchedulerConfiguration"), config)
         config["clientConnection"] = {
             **(config.get("clientConnection") or {}), "kubeconfig": str(self.kubeconfig), "qps": 200, "burst": 400,
@@ -632,7 +646,7 @@ class LocalCluster:
         out: list[dict[str, Any]] = []
         files = sorted(source.glob("*.yaml")) + sorted(source.glob("*.yml")) if source.is_dir() else []
         for path in files:
-            for doc in yaml.safe_load_all(path.read_text()):
+            for doc in yamlload.load_all(path.read_text()):
                 if not isinstance(doc, dict) or doc.get("kind") not in (
                     "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"
                 ):

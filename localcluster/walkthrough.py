@@ -19,9 +19,8 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from localcluster.cluster import AWS_REGION, LocalCluster
+from provisioner import yamlload
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +82,7 @@ def load_manifest(name: str, source: Traversable | None = None) -> dict[str, Any
     and ValueError when it is not one YAML object.
     """
     path = (source or walkthrough_source()) / name
-    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    doc = yamlload.load(path.read_text(encoding="utf-8"))
     if not isinstance(doc, dict):
         raise ValueError(f"{name}: expected one YAML object")
     return doc

@@ -24,22 +24,26 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
+from provisioner import yamlload
 from provisioner.api.types import Provisioner
+from provisioner.cloudprovider import catalogfiles
+from provisioner.cloudprovider.catalogfiles import region_of_zone
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.solver import Plan, SolverInput, solve
 from provisioner.state.cluster import snapshot_of
 from provisioner.state.nodes import NodeViews
 from provisioner.state.solverinput import build_solver_input, provisionable_pods
+
+T = TypeVar("T")
 
 #: Kinds read for the plan.
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
@@ -114,7 +118,7 @@ def _documents(path: Path | None) -> Iterator[tuple[int, Any]]:
         if as_json:
             docs: list[Any] = [json.loads(text)]
         else:
-            docs = list(yaml.safe_load_all(text))
+            docs = list(yamlload.load_all(text))
     except (yaml.YAMLError, json.JSONDecodeError) as error:
         raise PlanInputError(f"{name}: not valid {'JSON' if as_json else 'YAML'}: {error}") from error
     index = 0
@@ -272,57 +276,24 @@ def read_inputs(paths: Sequence[str]) -> Inputs:
 
 
 # ----------------------------------------------------------------------------- catalog
-def _read_json(path: str) -> Any:
-    """The JSON document of a catalog or pricing file. Raises PlanInputError naming the file once."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        raise PlanInputError(f"{path}: cannot read: {error}") from error
-    except json.JSONDecodeError as error:
-        raise PlanInputError(f"{path}: not valid JSON: {error}") from error
-
-
-def _json_file(path: str, key: str) -> list[dict[str, Any]]:
-    document = _read_json(path)
-    if isinstance(document, list):
-        return document
-    if not isinstance(document, dict) or not isinstance(document.get(key), list):
-        raise PlanInputError(f"{path}: expected the {key} response shape ({{\"{key}\": [...]}})")
-    items: list[dict[str, Any]] = document[key]
-    return items
-
-
-#: ``ap-south-1a`` -> ``ap-south-1``; also ``us-gov-west-1a``, Local Zones (``us-west-2-lax-1a``)
-#: and Wavelength Zones (``us-east-1-wl1-bos-wlz-1``): the region is the zone name up to its number.
-_ZONE_REGION = re.compile(r"^([a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+)(?:[a-z]$|-)")
 #: The logger whose "no price known ... estimating" warning plan reprints as one ``warning:`` line.
 _CATALOG_LOGGER = "provisioner.cloudprovider.aws.catalog"
 
 
-def region_of_zone(zone: str) -> str | None:
-    """The region of an availability zone name (``ap-south-1a`` -> ``ap-south-1``), None if not one."""
-    match = _ZONE_REGION.match(zone)
-    return match.group(1) if match else None
+def _catalog_file(read: Callable[[], T]) -> T:
+    """``read()`` with the shared catalog reader's CatalogFileError turned into PlanInputError."""
+    try:
+        return read()
+    except catalogfiles.CatalogFileError as error:
+        raise PlanInputError(str(error)) from error
 
 
 def offerings_region(offerings: Sequence[Mapping[str, Any]], path: str) -> str:
-    """The one region of the offerings' zones. Raises PlanInputError when it is not one region."""
-    regions: set[str] = set()
-    unknown: set[str] = set()
-    for item in offerings:
-        location = str(item.get("Location", ""))
-        if item.get("LocationType", "availability-zone") == "region":
-            regions.add(location)
-            continue
-        region = region_of_zone(location)
-        if region is None:
-            unknown.add(location)
-        else:
-            regions.add(region)
-    if unknown or len(regions) != 1:
-        seen = ", ".join(sorted(regions | unknown)) or "none"
-        raise PlanInputError(f"{path}: cannot tell the region from the offerings' locations ({seen}): pass --region")
-    return regions.pop()
+    """The one region of the offerings' zones. Raises PlanInputError (asking for --region) when it is not one region."""
+    try:
+        return catalogfiles.offerings_region(offerings, path)
+    except catalogfiles.CatalogFileError as error:
+        raise PlanInputError(f"{error}: pass --region") from error
 
 
 def _environment_region() -> tuple[str, str] | None:
@@ -385,26 +356,6 @@ class _Captured(logging.Handler):
         self.records.append(record)
 
 
-def _price_book(path: str | None, region: str, warnings: list[str]) -> Any:
-    """The static list prices of ``region``, overridden by the pricing file's section for it."""
-    from provisioner.cloudprovider.aws.catalog import PricingFileError, parse_pricing, static_price_book
-
-    book = static_price_book(region)
-    if not path:
-        return book
-    document = _read_json(path)
-    try:
-        overrides = parse_pricing(document, region, source=f"pricing file {path}")
-    except PricingFileError as error:
-        raise PlanInputError(f"{path}: {error}") from error
-    if not overrides.on_demand and not overrides.spot:
-        regions = ", ".join(sorted(str(k) for k in document)) if isinstance(document, dict) else ""
-        warnings.append(f"{path}: no prices for region {region} (the file has: {regions or 'none'}); "
-                        f"using {book.source}")
-        return book
-    return book.merged(overrides)
-
-
 def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], warnings: list[str]) -> Catalog:
     """Instance types per Provisioner (kubelet settings change pods and overhead), region and prices.
 
@@ -418,8 +369,8 @@ def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], 
     if args.instance_types or args.offerings:
         if not (args.instance_types and args.offerings):
             raise PlanInputError("--instance-types and --offerings go together")
-        types = _json_file(args.instance_types, "InstanceTypes")
-        offerings = _json_file(args.offerings, "InstanceTypeOfferings")
+        types = _catalog_file(lambda: catalogfiles.read_instance_types(args.instance_types))
+        offerings = _catalog_file(lambda: catalogfiles.read_offerings(args.offerings))
         zones_region = offerings_region(offerings, args.offerings) if offerings else None
         if args.region:
             region, region_source = args.region, "--region"
@@ -441,7 +392,7 @@ def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], 
                     f"(or set AWS_REGION), or give --instance-types and --offerings files")
             region, region_source = found
         types, offerings = _from_ec2(region, args.aws_endpoint_url)
-    book = _price_book(args.pricing_file, region, warnings)
+    book = _catalog_file(lambda: catalogfiles.price_book(args.pricing_file, region, warnings))
     result = {}
     captured = _Captured()
     logger = logging.getLogger(_CATALOG_LOGGER)

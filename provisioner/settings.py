@@ -124,6 +124,14 @@ class Serving:
 
 
 @dataclass(frozen=True, slots=True)
+class Kwok:
+    """The kwok cloud provider's catalog files (paths; unset: the default catalog shipped as package data)."""
+
+    instance_types_file: str | None = None
+    offerings_file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Logging:
     """Log level (``debug`` ... ``error``) and format (``text`` or ``json``)."""
 
@@ -150,6 +158,7 @@ class ControllerSettings:
     leader_election: LeaderElection = field(default_factory=LeaderElection)
     serving: Serving = field(default_factory=Serving)
     logging: Logging = field(default_factory=Logging)
+    kwok: Kwok = field(default_factory=Kwok)
 
     @property
     def provisioning(self) -> ProvisioningSettings:
@@ -245,8 +254,9 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("service_cidr", ("aws", "service_cidr"), _cidr,
             "the cluster's Service CIDR, for AL2023 nodeadm (which derives the cluster DNS IP from it); "
             "EKS picks 10.100.0.0/16, or 172.20.0.0/16 when the VPC is in 10.0.0.0/8: set it then"),
-    _Option("cloud_provider", ("cloud_provider",), _choice("aws", "fake"),
-            "cloud provider: aws (boto3) or fake (in memory, tests)"),
+    _Option("cloud_provider", ("cloud_provider",), _choice("aws", "fake", "kwok"),
+            "cloud provider: aws (boto3), kwok (instances are Nodes kwok runs; docs/kwok.md) or fake "
+            "(in memory, tests)"),
     _Option("aws_region", ("aws", "region"), _optional, "AWS region (unset: the SDK's default chain)"),
     _Option("aws_endpoint_url", ("aws", "endpoint_url"), _optional,
             "EC2/SSM endpoint URL override (e.g. a moto server, a VPC endpoint)"),
@@ -290,6 +300,12 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("extender_address", ("serving", "extender_address"), str,
             "host:port to also serve the scheduler extender (/filter, /prioritize) on, plain HTTP, "
             "from this process's cache; empty: not served (use groupless extender)"),
+    _Option("instance_types", ("kwok", "instance_types_file"), _optional,
+            "kwok only: file with the DescribeInstanceTypes answer (JSON) of the simulated catalog "
+            "(unset: the default catalog of 42 types in ap-south-1a/b/c)"),
+    _Option("offerings", ("kwok", "offerings_file"), _optional,
+            "kwok only: file with the DescribeInstanceTypeOfferings answer (JSON, availability zones of one "
+            "region) of the simulated catalog (unset: the default catalog's zones)"),
 )
 
 
@@ -396,7 +412,7 @@ def validate(settings: ControllerSettings) -> None:
     """Cross-field rules; SettingsError naming the flags.
 
     client-go's leader election needs lease-duration > renew-deadline > retry-period > 0; a
-    batch's idle window cannot exceed its maximum.
+    batch's idle window cannot exceed its maximum; the catalog files are the kwok provider's.
     """
     election = settings.leader_election
     if election.enabled and not (
@@ -406,6 +422,11 @@ def validate(settings: ControllerSettings) -> None:
             f"--lease-duration ({election.lease_duration_seconds}) > "
             f"--renew-deadline ({election.renew_deadline_seconds}) > "
             f"--retry-period ({election.retry_period_seconds}) > 0 is required for leader election"
+        )
+    if settings.cloud_provider != "kwok" and (settings.kwok.instance_types_file or settings.kwok.offerings_file):
+        raise SettingsError(
+            "--instance-types and --offerings (GROUPLESS_INSTANCE_TYPES, GROUPLESS_OFFERINGS) apply to "
+            f"--cloud-provider kwok only, not {settings.cloud_provider}"
         )
     if settings.batching.idle_seconds > settings.batching.max_seconds:
         raise SettingsError(

@@ -42,6 +42,7 @@ from provisioner.cloudprovider.offerings import (
     OfferingKey,
     UnavailableOfferings,
     candidates,
+    cheapest_first,
     choose_capacity_type,
 )
 from provisioner.cloudprovider.types import (
@@ -330,7 +331,7 @@ class FakeCloudProvider:
                 )
             failed: list[OfferingKey] = []
             # Cheapest first, ties in option then zone order (CreateFleet's lowest-price / PCO).
-            for candidate in sorted(tried, key=lambda c: (c.offering.price, c.index, c.offering.zone)):
+            for candidate in cheapest_first(tried):
                 if candidate.key in self.insufficient_capacity:
                     failed.append(candidate.key)
                     continue

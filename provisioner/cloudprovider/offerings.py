@@ -144,3 +144,12 @@ def candidates(
             ):
                 result.append(Candidate(index, instance_type, offering))
     return result
+
+
+def cheapest_first(tried: Sequence[Candidate]) -> list[Candidate]:
+    """``tried`` by price (USD per hour), ties in option then zone order.
+
+    The order the AWS provider lists CreateFleet overrides in and the fake and kwok providers
+    try offerings in (Karpenter's kwok provider also takes the cheapest available offering).
+    """
+    return sorted(tried, key=lambda c: (c.offering.price, c.index, c.offering.zone))

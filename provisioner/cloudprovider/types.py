@@ -43,9 +43,11 @@ class NodeRequest:
 class Machine:
     """A launched instance.
 
-    ``provider_id`` is ``aws:///<zone>/<instance-id>``; ``name`` is the Node name to use (the
-    lowercase private DNS name); ``labels`` are the well-known labels the instance implies
-    (instance type, zone, capacity type, arch, os); ``launch_time`` is RFC3339 when known.
+    ``provider_id`` is ``aws:///<zone>/<instance-id>`` (``kwok://<node name>`` for the kwok
+    provider); ``name`` is the Node name to use (the lowercase private DNS name); ``labels``
+    are the well-known labels the instance implies (instance type, zone, capacity type, arch,
+    os); ``annotations`` are what the provider needs on the Node (kwok's
+    ``kwok.x-k8s.io/node``); ``launch_time`` is RFC3339 when known.
     """
 
     provider_id: str
@@ -59,6 +61,7 @@ class Machine:
     launch_time: str | None = None
     node_request_id: str | None = None
     provisioner_name: str | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 class CloudProviderError(Exception):

@@ -67,14 +67,21 @@ def kubernetes_version(kube: Any) -> str | None:
 
 
 def build_cloud_provider(settings: ControllerSettings, clock: Clock, kube: Any = None) -> CloudProvider:
-    """The cloud provider the settings name: ``fake`` (in memory) or ``aws`` (boto3).
+    """The cloud provider the settings name: ``fake`` (in memory), ``kwok`` (Nodes kwok runs) or ``aws`` (boto3).
 
-    Raises SettingsError when ``aws`` is asked for without a cluster name.
+    Raises SettingsError when ``aws`` is asked for without a cluster name or ``kwok`` without
+    ``kube``, CatalogFileError when a kwok catalog file cannot be used.
     """
     if settings.cloud_provider == "fake":
         from provisioner.cloudprovider.fake import FakeCloudProvider
 
         return FakeCloudProvider(clock=clock)
+    if settings.cloud_provider == "kwok":
+        from provisioner.cloudprovider.kwok import KwokCloudProvider
+
+        if kube is None:
+            raise SettingsError("--cloud-provider kwok needs the Kubernetes API: its instances are Nodes")
+        return KwokCloudProvider.from_settings(settings, kube, clock)
     if not settings.aws.cluster_name:
         raise SettingsError("--cluster-name (GROUPLESS_CLUSTER_NAME) is required with --cloud-provider aws")
     from provisioner.cloudprovider.aws.provider import AWSCloudProvider

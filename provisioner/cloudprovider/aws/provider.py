@@ -55,7 +55,12 @@ from provisioner.cloudprovider.aws.launchtemplates import (
 from provisioner.cloudprovider.aws.pricing import PricingProvider, pricing_region
 from provisioner.cloudprovider.aws.settings import AWSSettings
 from provisioner.cloudprovider.aws.userdata import make_bootstrap, user_data
-from provisioner.cloudprovider.offerings import UnavailableOfferings, candidates, choose_capacity_type
+from provisioner.cloudprovider.offerings import (
+    UnavailableOfferings,
+    candidates,
+    cheapest_first,
+    choose_capacity_type,
+)
 from provisioner.cloudprovider.types import (
     ConfigurationError,
     InstanceTypeList,
@@ -401,7 +406,7 @@ class AWSCloudProvider:
                 zone=c.offering.zone,
                 subnet_id=subnet_by_zone[c.offering.zone].subnet_id,
             )
-            for c in sorted(chosen, key=lambda c: (c.offering.price, c.index, c.offering.zone))
+            for c in cheapest_first(chosen)
             if c.instance_type.name in templates
         ]
         tags = self._instance_tags(request)

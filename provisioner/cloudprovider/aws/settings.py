@@ -17,6 +17,7 @@ from pathlib import Path
 import boto3
 import yaml
 
+from provisioner import yamlload
 from provisioner.settings import ControllerSettings, SettingsError
 
 #: The Kubernetes minor the AMI parameters are looked up for when the caller does not say
@@ -63,7 +64,7 @@ def _kubeconfig_ca(path: str) -> str:
     naming --cluster-ca-bundle).
     """
     try:
-        config = yaml.safe_load(Path(path).read_text())
+        config = yamlload.load(Path(path).read_text())
     except (OSError, yaml.YAMLError):
         return ""
     if not isinstance(config, dict):

@@ -127,8 +127,11 @@ def node_manifest(
     extra_labels: Mapping[str, str],
     extra_annotations: Mapping[str, str],
 ) -> dict[str, Any]:
-    """The Node object for ``machine`` (see the module docstring for each field)."""
-    annotations = dict(extra_annotations)
+    """The Node object for ``machine`` (see the module docstring for each field).
+
+    Annotations: the machine's (what its provider needs on the Node), then the settings' extras.
+    """
+    annotations = {**machine.annotations, **extra_annotations}
     if nominations is not None:
         annotations[wk.NOMINATIONS_ANNOTATION] = nominations
     price = launched_price(machine, instance_type)
