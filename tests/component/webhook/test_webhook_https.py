@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import requests
-from admission_fixtures import decode_patch, load_walkthrough, review, valid
-from admission_strategies import BODIES, check_answer
 from cryptography import x509
 from hypothesis import HealthCheck, given, settings
 from webhook_server import Server, start, stop
 
 from certs.bundle import generate
+from tests.builders.admission import decode_patch, load_walkthrough, review, valid
+from tests.builders.admission_strategies import BODIES, check_answer
 
 
 def test_walkthrough_provisioner_is_defaulted_and_admitted_over_https(server: Server) -> None:

@@ -13,7 +13,7 @@ from provisioner.scheduling.pods import (
     pod_requests,
     tolerates_all,
 )
-from tests.unit.scheduling.builders import manifest
+from tests.builders.pods import manifest
 
 
 def c(cpu, mem=None, **extra):

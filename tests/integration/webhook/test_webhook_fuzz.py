@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from admission_strategies import BODIES, check_answer
 from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given, settings
 
 from provisioner import metrics
+from tests.builders.admission_strategies import BODIES, check_answer
 
 FUZZ = settings(max_examples=2100, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
