@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 from localcluster.cluster import _process_alive, stop_process_group
+from tests.builders.expectations import eventually
 
 
 def test_stop_process_group_kills_the_leader_and_its_children() -> None:
@@ -15,14 +15,15 @@ def test_stop_process_group_kills_the_leader_and_its_children() -> None:
          "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"],
         start_new_session=True,
     )
-    time.sleep(0.5)
-    children = [int(p) for p in subprocess.run(["pgrep", "-g", str(leader.pid)], capture_output=True, text=True)
-                .stdout.split()]
-    assert len(children) == 2
+    def group() -> list[int]:
+        out = subprocess.run(["pgrep", "-g", str(leader.pid)], capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
+
+    assert eventually(lambda: len(group()) == 2)  # the leader has started its child
+    children = group()
     assert stop_process_group(leader.pid, sys.executable, timeout=5)
     leader.wait(timeout=5)
-    time.sleep(0.2)
-    assert not any(_process_alive(pid) for pid in children if pid != leader.pid)
+    assert eventually(lambda: not any(_process_alive(pid) for pid in children if pid != leader.pid))
     assert not stop_process_group(leader.pid, sys.executable)
 
 

@@ -7,6 +7,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from provisioner import metrics
+from tests.builders.nodes import node_manifest
 
 
 def sample(name: str, **labels: str) -> float | None:
@@ -107,11 +108,6 @@ def test_metric_names_include_counter_total_suffix() -> None:
     assert set(metrics.EVICTION_OUTCOMES) == {"evicted", "pdb_blocked", "not_found", "error"}
 
 
-def _node(name: str, provisioner: str | None, allocatable: dict[str, str]) -> dict:
-    labels = {"karpenter.sh/provisioner-name": provisioner} if provisioner else {}
-    return {"kind": "Node", "metadata": {"name": name, "labels": labels}, "status": {"allocatable": allocatable}}
-
-
 def _pod(cpu: str, memory: str, phase: str = "Running") -> dict:
     return {"kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
@@ -122,8 +118,9 @@ def test_cluster_gauges_from_objects_and_stale_series_removed() -> None:
     provisioner = {"kind": "Provisioner", "metadata": {"name": "gauges"},
                    "spec": {"limits": {"resources": {"cpu": "8", "memory": "64Gi"}}},
                    "status": {"resources": {"cpu": "4", "memory": "30310Mi", "pods": "58"}}}
-    nodes = [_node("ip-1", "gauges", {"cpu": "3820m", "memory": "29217Mi", "pods": "58"}),
-             _node("unmanaged", None, {"cpu": "2"}),
+    nodes = [node_manifest("ip-1", provisioner="gauges", kind=True,
+                           allocatable={"cpu": "3820m", "memory": "29217Mi", "pods": "58"}),
+             node_manifest("unmanaged", allocatable={"cpu": "2"}, kind=True),
              {"kind": "Node", "metadata": None}]  # odd objects are skipped
     pods = {"ip-1": [_pod("1", "1Gi"), _pod("1", "1Gi"), _pod("500m", "512Mi"), _pod("4", "1Gi", phase="Succeeded"),
                      {"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}}]}
@@ -174,7 +171,7 @@ def test_scrape_hooks_run_before_exposition_and_failures_do_not_break_it() -> No
 def test_track_cluster_state_refreshes_only_when_the_cache_moved() -> None:
     from types import SimpleNamespace
 
-    node = _node("ip-track", "track", {"cpu": "2"})
+    node = node_manifest("ip-track", provisioner="track", allocatable={"cpu": "2"}, kind=True)
     snap = SimpleNamespace(nodes={"ip-track": node}, pods_by_node={}, provisioner_objects={},
                            resource_versions={"Node": "10"})
     state = SimpleNamespace(snapshot=lambda: snap)
