@@ -19,12 +19,19 @@ import pytest
 from localcluster.build import BuildError
 from localcluster.cluster import ClusterError, LocalCluster, Settings
 
+#: Seconds per e2e test, instead of the 60 s default of the other tiers. The longest tests wait on
+#: the cluster for up to ~10 min: the burst (300 s for 200 pods Running, 120 s for them to go,
+#: 180 s for the nodes) and the demo's replay (the walkthrough's five steps, each waiting up to
+#: 120-180 s). The first test also pays for the session cluster's start.
+E2E_TIMEOUT_SECONDS = 900
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_SECONDS))
 
 
 _failure: str | None = None

@@ -3,11 +3,16 @@
 import argparse
 import json
 
+import pytest
+
 from provisioner import plan as plan_cli
 from tests.unit.plan.test_plan import FIXTURES, INFLATE, WALKTHROUGH_PROVISIONER, write
 from tests.unit.plan.test_plan_messages import ec2_plan, no_aws_region
 
 __all__ = ["no_aws_region"]  # the fixture, shared with the unit tests of plan's messages
+
+#: moto's first DescribeInstanceTypes and offerings for a region: about 30 s on 2 cores, 40 s busy
+pytestmark = pytest.mark.timeout(180)
 
 
 def test_catalog_from_ec2_when_no_files_are_given(tmp_path, capsys, monkeypatch):
