@@ -19,12 +19,21 @@ import pytest
 from localcluster.build import BuildError
 from localcluster.cluster import ClusterError, LocalCluster, Settings
 
+#: Seconds per e2e test, instead of the 60 s default of the other tiers: the suite's budget from
+#: before per-tier timeouts. The longest tests give the cluster up to 10-15 min of waits in the
+#: worst case: the burst (300 s for 200 pods Running, 120 s for them to go, 180 s for the nodes),
+#: the replacement drain (pods Running, expiry, a drain the PDB holds for over a minute, clean-up)
+#: and the demo's replay (five steps, each waiting up to 120-180 s). The first test also pays
+#: for the session cluster's start.
+E2E_TIMEOUT_SECONDS = 900
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_SECONDS))
 
 
 _failure: str | None = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from provisioner import metrics
 from provisioner.clock import FakeClock
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.state import ClusterState
+from tests.builders.expectations import eventually
 from tests.fixtures.extender import body, cluster, now
 from tests.fixtures.extender.build_fixtures import N1, N2, N3, N6, N7, NOMINATED, UNKNOWN
 
@@ -121,14 +121,10 @@ def test_background_rebuild_follows_changes(loaded: tuple[FakeKubeAPI, ClusterSt
     live = LiveState(state, min_interval=0.01)
     try:
         live.ensure_started()
-        deadline = time.monotonic() + 10
-        while not live.ready() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert live.ready()
+        assert eventually(live.ready, timeout=10)
         assert live().nodes[N1].mark is None
         api.patch("Node", N1, {"spec": {"unschedulable": True}})  # the watch event reaches the cache
-        while live().nodes[N1].mark is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        assert eventually(lambda: live().nodes[N1].mark is not None, timeout=10)
         assert live().nodes[N1].mark == "cordoned"
     finally:
         live.stop()

@@ -1,27 +1,12 @@
-import time
-from pathlib import Path
 
 import pytest
-import yaml
 
 from provisioner.clock import FakeClock
 from provisioner.kube.api import WatchEvent
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.state import ClusterState
-
-WALKTHROUGH = Path(__file__).parents[1] / "provisioning" / "walkthrough"  # copies of shared/walkthrough
-
-
-def provisioner_manifest():
-    path = WALKTHROUGH / "01-provisioner.yaml"
-    if path.exists():
-        return yaml.safe_load(path.read_text())
-    return {
-        "apiVersion": "karpenter.sh/v1alpha5",
-        "kind": "Provisioner",
-        "metadata": {"name": "default"},
-        "spec": {"limits": {"resources": {"cpu": 1000}}, "ttlSecondsAfterEmpty": 30},
-    }
+from tests.builders.expectations import eventually
+from tests.builders.walkthrough import walkthrough
 
 
 def pod(name, node=None, phase="Pending", namespace="default"):
@@ -41,7 +26,7 @@ def api():
 
 
 def test_resync_indexes_pods_and_decodes_provisioners(api):
-    api.create("Provisioner", provisioner_manifest())
+    api.create("Provisioner", walkthrough("01-provisioner.yaml"))
     api.create("Node", {"metadata": {"name": "n1"}})
     a = api.create("Pod", pod("a", node="n1", phase="Running"))
     b = api.create("Pod", pod("b"))
@@ -143,15 +128,10 @@ def test_informer_threads_follow_the_api(api):
     try:
         assert state.wait_synced(5)
         api.create("Node", {"metadata": {"name": "n1"}})
-        deadline = time.monotonic() + 5
-        while "n1" not in state.snapshot().nodes and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert "n1" in state.snapshot().nodes
+        assert eventually(lambda: "n1" in state.snapshot().nodes)
         api.compact()
         api.create("Node", {"metadata": {"name": "n2"}})
-        deadline = time.monotonic() + 5
-        while "n2" not in state.snapshot().nodes and time.monotonic() < deadline:
-            time.sleep(0.01)
+        assert eventually(lambda: "n2" in state.snapshot().nodes)
         assert sorted(state.snapshot().nodes) == ["n1", "n2"]
     finally:
         api.close()

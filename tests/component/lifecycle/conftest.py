@@ -31,6 +31,7 @@ from provisioner.model.labels import (
 )
 from provisioner.settings import ControllerSettings
 from provisioner.state.cluster import ClusterState
+from tests.builders.provisioners import provisioner_manifest
 
 
 class Replacer:
@@ -75,10 +76,7 @@ class Cluster:
 
     # ---- objects ------------------------------------------------------------------------------
     def provisioner(self, name: str = "default", **spec: Any) -> dict[str, Any]:
-        return self.kube.create("Provisioner", {
-            "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner",
-            "metadata": {"name": name}, "spec": spec,
-        })
+        return self.kube.create("Provisioner", provisioner_manifest(name, **spec))
 
     def node(self, provisioner: str = "default", *, ready: bool = True, cpu: str = "4", memory: str = "16Gi",
              pods: str = "110", taints: list[dict[str, str]] | None = None) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.request
 
 from provisioner.cloudprovider.fake import FakeCloudProvider
@@ -15,15 +14,8 @@ from provisioner.kube.api import NotFoundError
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.model.labels import PROVISIONER_NAME, TERMINATION_FINALIZER
 from provisioner.settings import from_mapping
-
-
-def wait_for(condition, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
+from tests.builders.expectations import eventually
+from tests.builders.pods import unschedulable_status
 
 
 def test_controller_process_leads_serves_probes_and_terminates_nodes() -> None:
@@ -44,7 +36,7 @@ def test_controller_process_leads_serves_probes_and_terminates_nodes() -> None:
     runner = threading.Thread(target=lambda: result.append(process.run()), daemon=True)
     runner.start()
     try:
-        assert wait_for(lambda: process.leading.is_set() and process.state.synced() and process.health_server is not None)
+        assert eventually(lambda: process.leading.is_set() and process.state.synced() and process.health_server is not None)
         port = process.health_server.server_address[1]
         assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz").read() == b"ok\n"
         assert urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").status == 200
@@ -52,7 +44,7 @@ def test_controller_process_leads_serves_probes_and_terminates_nodes() -> None:
         assert lease_holder(kube.get("Lease", "groupless-controller", "default")) == "replica-1"
         # the scheduler extender, served from the same cache
         extender = process.extender_server.server_address[1]
-        assert wait_for(lambda: urllib.request.urlopen(f"http://127.0.0.1:{extender}/healthz").status == 200)
+        assert eventually(lambda: urllib.request.urlopen(f"http://127.0.0.1:{extender}/healthz").status == 200)
         request = urllib.request.Request(
             f"http://127.0.0.1:{extender}/filter", method="POST", headers={"Content-Type": "application/json"},
             data=json.dumps({"Pod": {"metadata": {"name": "p", "namespace": "default", "uid": "u1"},
@@ -60,7 +52,7 @@ def test_controller_process_leads_serves_probes_and_terminates_nodes() -> None:
                              "NodeNames": ["n1"]}).encode())
         answer = json.loads(urllib.request.urlopen(request).read())
         assert answer.get("Error", "") == "" and "NodeNames" in answer
-        assert wait_for(lambda: kube.get("Provisioner", "default").get("status", {}).get("resources") == {"cpu": "2"})
+        assert eventually(lambda: kube.get("Provisioner", "default").get("status", {}).get("resources") == {"cpu": "2"})
         kube.delete("Node", "n1")
 
         def gone() -> bool:
@@ -70,16 +62,15 @@ def test_controller_process_leads_serves_probes_and_terminates_nodes() -> None:
                 return True
             return False
 
-        assert wait_for(gone)
+        assert eventually(gone)
         assert cloud.delete_calls == ["aws:///z/i-1"]
         # the provisioning controller runs in the same process: a pending pod gets a node
         assert process.provisioning is not None
         kube.create("Pod", {"metadata": {"name": "web", "namespace": "default"},
                             "spec": {"containers": [{"name": "c", "image": "pause",
                                                      "resources": {"requests": {"cpu": "1"}}}]},
-                            "status": {"phase": "Pending", "conditions": [
-                                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}})
-        assert wait_for(lambda: len(kube.list("Node")[0]) == 1)
+                            "status": unschedulable_status()})
+        assert eventually(lambda: len(kube.list("Node")[0]) == 1)
         assert len(cloud.launches) == 1
     finally:
         process.stop.set()
@@ -128,11 +119,11 @@ def test_worker_threads_drain_nodes_concurrently_within_the_pdb() -> None:
     runner = threading.Thread(target=process.run, daemon=True)
     runner.start()
     try:
-        assert wait_for(process.state.synced)
+        assert eventually(process.state.synced)
         kube.subscribe(track)
         for n in range(4):
             kube.delete("Node", f"n{n}")
-        assert wait_for(lambda: sorted(n["metadata"]["name"] for n in kube.list("Node")[0]) == ["n4", "n5"], 30)
+        assert eventually(lambda: sorted(n["metadata"]["name"] for n in kube.list("Node")[0]) == ["n4", "n5"], 30)
     finally:
         process.stop.set()
         kube.close()

@@ -28,6 +28,7 @@ from provisioner.controllers.workqueue import WorkQueue
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.model.labels import PROVISIONER_NAME, TERMINATION_FINALIZER
 from provisioner.state.cluster import ClusterState
+from tests.builders.expectations import eventually
 
 NODES = 3
 LAG = 0.02  # seconds between a write and its watch event reaching the cache
@@ -40,11 +41,16 @@ class LaggingCluster:
         self.cloud = FakeCloudProvider(clock=self.clock)
         self.state = ClusterState(self.kube, self.clock)
         self.events: queue.Queue[tuple[str, Any] | None] = queue.Queue()
-        self.kube.subscribe(lambda kind, event: self.events.put((kind, event)))
+        self.kube.subscribe(self._send)
+        self._lock = threading.Lock()
+        self.undelivered = 0  # watch events written to the API that have not reached the cache yet
+        self.reconciling = 0  # reconciles running in a worker
         self.pods = PodsByNode()
         self.ctx = Context(kube=self.kube, cloud=self.cloud, clock=self.clock, pods_on_node=self.pods,
                            reader=self.state.get, lister=self.state.objects)
         self.manager = Manager(self.ctx)
+        self._process = self.manager.process
+        self.manager.process = self._counted_process  # type: ignore[method-assign]
         self.state.subscribe(self.pods.on_change)
         self.state.subscribe(self.manager.on_change)
         self.state.resync()
@@ -52,10 +58,37 @@ class LaggingCluster:
         self.feeder = threading.Thread(target=self._feed, daemon=True)
         self.feeder.start()
 
+    def _send(self, kind: str, event: Any) -> None:
+        with self._lock:
+            self.undelivered += 1
+        self.events.put((kind, event))
+
     def _feed(self) -> None:
         while (item := self.events.get()) is not None:
             time.sleep(LAG)
             self.state.handle(*item)
+            with self._lock:
+                self.undelivered -= 1
+
+    def _counted_process(self, key: Any) -> None:
+        with self._lock:
+            self.reconciling += 1
+        try:
+            self._process(key)
+        finally:
+            with self._lock:
+                self.reconciling -= 1
+
+    def cache_current(self) -> bool:
+        """Every watch event written so far has reached the cache."""
+        with self._lock:
+            return self.undelivered == 0
+
+    def settled(self) -> bool:
+        """Nothing more can happen: the cache is current, no reconcile runs and none is queued."""
+        with self._lock:
+            quiet = self.undelivered == 0 and self.reconciling == 0
+        return quiet and len(self.manager.queue) == 0 and self.manager.queue.next_due() is None
 
     def populate(self) -> None:
         self.kube.create("Provisioner", {"metadata": {"name": "default"}, "spec": {}})
@@ -71,14 +104,6 @@ class LaggingCluster:
                                      "status": {"phase": "Pending"}})
             self.kube.bind(f"orphan-{i}", "default", f"n{i}")
             self.kube.set_pod_running(f"orphan-{i}", "default")
-
-    def wait_for(self, condition: Any, timeout: float = 5.0) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if condition():
-                return True
-            time.sleep(0.01)
-        return False
 
     def close(self) -> None:
         self.stop.set()
@@ -97,14 +122,17 @@ def test_provisioner_deletion_terminates_each_node_once_with_a_lagging_cache(
         lagging: LaggingCluster, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="provisioner.controllers")
     lagging.populate()
-    assert lagging.wait_for(lambda: len(lagging.state.objects("Node")) == NODES and lagging.events.empty())
+    assert eventually(lambda: len(lagging.state.objects("Node")) == NODES and lagging.cache_current())
     threads = lagging.manager.run_workers(lagging.stop, workers=4)
     lagging.kube.delete("Provisioner", "default")
-    assert lagging.wait_for(lambda: not lagging.kube.list("Node")[0] and lagging.events.empty())
-    time.sleep(5 * LAG)  # any late duplicate has time to happen
+    # a late duplicate comes from a reconcile that read the cache before an event of its own
+    # write arrived: wait until the cache has every event and the workers have nothing left to do
+    assert eventually(lambda: not lagging.kube.list("Node")[0] and lagging.settled())
     lagging.stop.set()
     for thread in threads:
         thread.join(2)
+    assert not any(thread.is_alive() for thread in threads)
+    assert lagging.settled()  # a key taken just before the check above left no work behind
 
     messages = [r.getMessage() for r in caplog.records]
     cordoned = collections.Counter(m for m in messages if m.startswith("Cordoned node"))

@@ -15,6 +15,7 @@ from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.kube.fake import pod_is_healthy
 from provisioner.model.labels import DISRUPTED_TAINT_KEY
 from provisioner.state.cluster import ClusterState
+from tests.builders.pods import unschedulable_status
 
 from .conftest import Cluster
 
@@ -35,8 +36,7 @@ def inflate(name: str) -> dict[str, Any]:
                                               "uid": "rs-uid", "controller": True}]},
             "spec": {"containers": [{"name": "inflate", "image": "pause",
                                      "resources": {"requests": {"cpu": "1"}}}]},
-            "status": {"phase": "Pending",
-                       "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}
+            "status": unschedulable_status()}
 
 
 def test_expired_node_is_replaced_by_the_provisioning_engine_within_the_pdb() -> None:

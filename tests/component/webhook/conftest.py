@@ -1,4 +1,4 @@
-"""Fixtures: a running ``groupless webhook`` over HTTPS; the unit tests' builders on the path."""
+"""Fixtures: a running ``groupless webhook`` over HTTPS."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-# The unit tests' AdmissionReview builders and hypothesis strategies.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "webhook"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from webhook_server import Server, start, stop  # noqa: E402

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import requests
-from admission_fixtures import decode_patch, load_walkthrough, review, valid
-from admission_strategies import BODIES, check_answer
 from cryptography import x509
 from hypothesis import HealthCheck, given, settings
 from webhook_server import Server, start, stop
 
 from certs.bundle import generate
+from tests.builders.admission import decode_patch, load_walkthrough, review, valid
+from tests.builders.admission_strategies import BODIES, check_answer
 
 
 def test_walkthrough_provisioner_is_defaulted_and_admitted_over_https(server: Server) -> None:
@@ -62,6 +62,8 @@ def test_a_client_trusting_another_ca_refuses_the_server(server: Server, tmp_pat
         requests.get(f"{server.url}/healthz", verify=str(other["ca.crt"]), timeout=10)
 
 
+# the client offers TLS 1.1 on purpose (ssl deprecates it) to see the server refuse it
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
 def test_the_server_speaks_tls_1_2_or_later_only(server: Server) -> None:
     context = ssl.create_default_context(cafile=server.ca_file)
     context.minimum_version = context.maximum_version = ssl.TLSVersion.TLSv1_1

@@ -5,6 +5,7 @@ Tests never reset it: each uses its own node request IDs, so they can share the 
 
 import os
 import time
+from pathlib import Path
 
 import boto3
 import pytest
@@ -16,6 +17,18 @@ from provisioner.cloudprovider.aws.provider import AWSCloudProvider, RawCatalog
 from provisioner.cloudprovider.aws.settings import AWSSettings
 
 CLUSTER_TAG = "kubernetes.io/cluster/karpenter-demo"
+HERE = Path(__file__).parent
+
+#: Seconds per test here, instead of the 60 s default: starting and seeding the moto server, and
+#: moto's first DescribeInstanceTypes for a region, take 25-30 s on 2 busy cores and are counted
+#: against whichever test asks first.
+MOTO_TIMEOUT_SECONDS = 180
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.timeout(MOTO_TIMEOUT_SECONDS))
 
 
 @pytest.fixture(scope="session")

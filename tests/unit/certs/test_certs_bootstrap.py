@@ -6,7 +6,6 @@ import base64
 import datetime
 import logging
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from certs.bootstrap import (
 )
 from certs.bundle import CertBundle, generate, service_dns_names
 from provisioner.kube.fake import FakeKubeAPI
+from tests.builders.expectations import eventually
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 NOW = datetime.datetime(2026, 11, 30, 10, 0, tzinfo=datetime.UTC)
@@ -103,12 +103,11 @@ def test_keep_fresh_heals_a_reset_ca_bundle(tmp_path: Path) -> None:
                [{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": ""}])
     stop = threading.Event()
     thread = keep_fresh(kube, stop, interval_seconds=0.01, cert_dir=str(tmp_path), dns_names=NAMES)
-    deadline = time.monotonic() + 10
-    while ca_bundles(kube)[0] == "" and time.monotonic() < deadline:
-        time.sleep(0.01)
+    healed = eventually(lambda: ca_bundles(kube)[0] != "", timeout=10)
     stop.set()
     thread.join(timeout=5)
     assert not thread.is_alive()
+    assert healed
     assert ca_bundles(kube) == [base64.b64encode(first.bundle.ca_cert).decode()] * 2
 
 

@@ -6,14 +6,9 @@ from typing import Any
 
 from extender import handlers
 from extender.state import ProvisionerInfo, build_state
+from tests.builders.nodes import node_manifest
 
 NOW = 1_767_225_600.0
-
-
-def node(name: str, provisioner: str | None) -> dict[str, Any]:
-    labels = {"karpenter.sh/provisioner-name": provisioner} if provisioner else {}
-    return {"metadata": {"name": name, "labels": labels},
-            "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}}}
 
 
 def request(*names: str) -> dict[str, Any]:
@@ -22,7 +17,8 @@ def request(*names: str) -> dict[str, Any]:
             "NodeNames": list(names)}
 
 
-NODES = [node("kept", "default"), node("gone", "old"), node("going", "draining"), node("theirs", None)]
+NODES = [node_manifest("kept", provisioner="default"), node_manifest("gone", provisioner="old"),
+         node_manifest("going", provisioner="draining"), node_manifest("theirs")]
 
 
 def test_nodes_of_absent_and_deleting_provisioners_are_unresolvable_and_named_nowhere() -> None:

@@ -8,13 +8,11 @@ from typing import Any
 from extender.state import ProvisionerInfo, SnapshotAdapter, build_state, node_info
 from provisioner.model.resources import Resources
 from provisioner.state import Snapshot
+from tests.builders.nodes import node_manifest
 from tests.fixtures.extender import cluster, now, state
 from tests.fixtures.extender.build_fixtures import N1, N2, N6, N7, N8, NOMINATED
 
-
-def node(name: str, **labels: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": labels},
-            "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}}}
+SMALL = {"cpu": "2", "memory": "4Gi", "pods": "10"}
 
 
 def test_fixture_cluster_view() -> None:
@@ -37,17 +35,17 @@ def test_price_lookup_when_no_annotation() -> None:
         seen.append((instance_type, capacity_type, zone))
         return 0.5
 
-    info = node_info(node("a", **{"karpenter.sh/provisioner-name": "p", "node.kubernetes.io/instance-type": "m5.large",
-                                  "karpenter.sh/capacity-type": "spot", "topology.kubernetes.io/zone": "z1"}),
-                     price_of=price_of)
+    info = node_info(node_manifest("a", provisioner="p", allocatable=SMALL, labels={
+        "node.kubernetes.io/instance-type": "m5.large", "karpenter.sh/capacity-type": "spot",
+        "topology.kubernetes.io/zone": "z1"}), price_of=price_of)
     assert info is not None and info.price == 0.5
     assert seen == [("m5.large", "spot", "z1")]
-    unmanaged = node_info(node("b"), price_of=price_of)
+    unmanaged = node_info(node_manifest("b", allocatable=SMALL), price_of=price_of)
     assert unmanaged is not None and unmanaged.price is None  # only our nodes are priced
 
 
 def test_odd_objects_do_not_break_the_view() -> None:
-    broken = node("c", **{"karpenter.sh/provisioner-name": "p"})
+    broken = node_manifest("c", provisioner="p", allocatable=SMALL)
     broken["metadata"]["annotations"] = {"groupless.dev/nominations": "{oops", "groupless.dev/price-per-hour": "-1"}
     broken["status"]["allocatable"] = {"cpu": "lots"}
     broken["spec"] = {"taints": ["not-a-taint", {"key": "k", "effect": "NoSchedule"}]}

@@ -1,12 +1,9 @@
-"""Unit tests of the local cluster's pure parts: PKI, config rewriting, process-group stop."""
+"""Unit tests of the local cluster's pure parts: PKI, config rewriting, the Go toolchain check."""
 
 from __future__ import annotations
 
 import base64
 import ipaddress
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +13,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from localcluster import cluster as cluster_module
 from localcluster import pki
-from localcluster.cluster import KWOK_STAGES, LocalCluster, _process_alive, stop_process_group
+from localcluster.cluster import KWOK_STAGES, LocalCluster
 
 
 @pytest.fixture(scope="module")
@@ -124,33 +121,6 @@ def test_kwok_stages_are_shipped() -> None:
         "node-heartbeat-with-lease", "node-initialize", "pod-complete", "pod-delete", "pod-ready",
     ]
     assert all(s["kind"] == "Stage" for s in stages)
-
-
-def test_stop_process_group_kills_the_leader_and_its_children() -> None:
-    leader = subprocess.Popen(
-        [sys.executable, "-c", "import subprocess, sys, time; "
-         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"],
-        start_new_session=True,
-    )
-    time.sleep(0.5)
-    children = [int(p) for p in subprocess.run(["pgrep", "-g", str(leader.pid)], capture_output=True, text=True)
-                .stdout.split()]
-    assert len(children) == 2
-    assert stop_process_group(leader.pid, sys.executable, timeout=5)
-    leader.wait(timeout=5)
-    time.sleep(0.2)
-    assert not any(_process_alive(pid) for pid in children if pid != leader.pid)
-    assert not stop_process_group(leader.pid, sys.executable)
-
-
-def test_stop_process_group_leaves_an_unrelated_process_alone() -> None:
-    other = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    try:
-        assert not stop_process_group(other.pid, "/not/our/etcd")
-        assert other.poll() is None
-    finally:
-        other.kill()
-        other.wait()
 
 
 def test_missing_go_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

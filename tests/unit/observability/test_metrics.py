@@ -10,6 +10,7 @@ from provisioner import metrics
 from provisioner.model import objects
 from provisioner.state import Snapshot
 from provisioner.state.nodes import NodeViews
+from tests.builders.nodes import node_manifest
 
 
 def sample(name: str, **labels: str) -> float | None:
@@ -110,11 +111,6 @@ def test_metric_names_include_counter_total_suffix() -> None:
     assert set(metrics.EVICTION_OUTCOMES) == {"evicted", "pdb_blocked", "not_found", "error"}
 
 
-def _node(name: str, provisioner: str | None, allocatable: dict[str, str]) -> dict:
-    labels = {"karpenter.sh/provisioner-name": provisioner} if provisioner else {}
-    return {"kind": "Node", "metadata": {"name": name, "labels": labels}, "status": {"allocatable": allocatable}}
-
-
 def _pod(cpu: str, memory: str, phase: str = "Running") -> dict:
     return {"kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
@@ -125,8 +121,9 @@ def test_cluster_gauges_from_objects_and_stale_series_removed() -> None:
     provisioner = {"kind": "Provisioner", "metadata": {"name": "gauges"},
                    "spec": {"limits": {"resources": {"cpu": "8", "memory": "64Gi"}}},
                    "status": {"resources": {"cpu": "4", "memory": "30310Mi", "pods": "58"}}}
-    nodes = [_node("ip-1", "gauges", {"cpu": "3820m", "memory": "29217Mi", "pods": "58"}),
-             _node("unmanaged", None, {"cpu": "2"}),
+    nodes = [node_manifest("ip-1", provisioner="gauges", kind=True,
+                           allocatable={"cpu": "3820m", "memory": "29217Mi", "pods": "58"}),
+             node_manifest("unmanaged", allocatable={"cpu": "2"}, kind=True),
              {"kind": "Node", "metadata": None}]  # odd objects are skipped
     pods = {"ip-1": [_pod("1", "1Gi"), _pod("1", "1Gi"), _pod("500m", "512Mi"), _pod("4", "1Gi", phase="Succeeded"),
                      {"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}}]}
@@ -180,15 +177,17 @@ def test_track_cluster_state_refreshes_only_when_the_cache_moved() -> None:
     from dataclasses import replace
     from types import SimpleNamespace
 
-    snapshots = [Snapshot(nodes={"ip-track": _node("ip-track", "track", {"cpu": "2"})},
-                          resource_versions={"Node": "10"})]
+    def node(cpu: str) -> dict:
+        return node_manifest("ip-track", provisioner="track", allocatable={"cpu": cpu}, kind=True)
+
+    snapshots = [Snapshot(nodes={"ip-track": node("2")}, resource_versions={"Node": "10"})]
     state = SimpleNamespace(snapshot=lambda: snapshots[-1])
     untrack = metrics.track_cluster_state(state)
     try:
         metrics.exposition()
         assert sample("groupless_node_allocatable", node="ip-track", provisioner="track", resource="cpu") == 2.0
         # the cache replaces a changed object (never mutates one); same resourceVersion: not re-read
-        snapshots.append(replace(snapshots[-1], nodes={"ip-track": _node("ip-track", "track", {"cpu": "3"})}))
+        snapshots.append(replace(snapshots[-1], nodes={"ip-track": node("3")}))
         metrics.exposition()
         assert sample("groupless_node_allocatable", node="ip-track", provisioner="track", resource="cpu") == 2.0
         snapshots.append(replace(snapshots[-1], resource_versions={"Node": "11"}))

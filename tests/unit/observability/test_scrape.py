@@ -16,11 +16,9 @@ import io
 import json
 import logging
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from werkzeug.test import Client
 
@@ -37,19 +35,13 @@ from provisioner.logging import configure_logging
 from provisioner.model.resources import MIB
 from provisioner.settings import ProvisioningSettings
 from provisioner.state import ClusterState
+from tests.builders.pods import unschedulable_status
+from tests.builders.walkthrough import walkthrough
 from webhook.app import create_app as webhook_app
 
-WALKTHROUGH = Path("/work/shared/walkthrough")
-if not WALKTHROUGH.is_dir():
-    WALKTHROUGH = Path(__file__).resolve().parents[4] / "shared" / "walkthrough"
 ZONES = ("ap-south-1a", "ap-south-1b", "ap-south-1c")
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def manifest(name: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((WALKTHROUGH / name).read_text())
-    return loaded
 
 
 def scrape(get: Callable[[str], tuple[int, str, bytes]]) -> Samples:
@@ -84,13 +76,12 @@ def wsgi_get(app: Any) -> Callable[[str], tuple[int, str, bytes]]:
 
 
 def pending_pod(api: FakeKubeAPI, n: int) -> dict[str, Any]:
-    template = copy.deepcopy(manifest("02-inflate-deployment.yaml")["spec"]["template"])
+    template = walkthrough("02-inflate-deployment.yaml")["spec"]["template"]
     metadata = template.get("metadata", {})
     metadata.update(name=f"inflate-{n}", namespace="default")
     return api.create("Pod", {
         "metadata": metadata, "spec": template["spec"],
-        "status": {"phase": "Pending", "conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes are available"}]},
+        "status": unschedulable_status("0/0 nodes are available"),
     })
 
 
@@ -113,7 +104,7 @@ def test_controller_metrics_after_provisioning_the_walkthrough(json_log: io.Stri
                               overhead={"cpu": 180, "memory": (30310 - 29217) * MIB})
     cloud = FakeCloudProvider([r6gd], clock=clock)
     state = ClusterState(api, clock)
-    api.create("Provisioner", manifest("01-provisioner.yaml"))
+    api.create("Provisioner", walkthrough("01-provisioner.yaml"))
     state.resync()
     api.subscribe(state.handle)
     controller = ProvisioningController(api, state, cloud, clock, EventRecorder(api, clock=clock, instance="t"),
@@ -175,7 +166,7 @@ def test_webhook_metrics_after_admitting_and_denying() -> None:
     client = app.test_client()
     get = flask_get(app)
     before = scrape(get)
-    provisioner = manifest("01-provisioner.yaml")
+    provisioner = walkthrough("01-provisioner.yaml")
     mutated = client.post("/mutate", json=admission_review(provisioner, "u1")).get_json()
     assert mutated["response"]["allowed"] is True
     patch = json.loads(base64.b64decode(mutated["response"]["patch"]))

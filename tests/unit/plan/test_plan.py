@@ -196,20 +196,3 @@ def test_errors_name_the_file_and_document_and_print_no_plan(tmp_path, capsys, t
     assert str(bad) in err and message in err
 
 
-def test_catalog_from_ec2_when_no_files_are_given(tmp_path, capsys, monkeypatch):
-    from moto import mock_aws
-
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    parser = argparse.ArgumentParser()
-    plan_cli.register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["plan", "-f", str(write(tmp_path, "p.yaml", WALKTHROUGH_PROVISIONER)),
-                              "-f", str(write(tmp_path, "i.yaml", INFLATE)), "--region", "ap-south-1",
-                              "--pricing-file", str(FIXTURES / "pricing.json"), "-o", "json"])
-    with mock_aws():
-        code = args.func(args)
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    result = json.loads(out)
-    assert [(n["instanceTypes"], n["zone"], n["capacityType"], n["pricePerHour"]) for n in result["nodes"]] == [
-        (["r6gd.xlarge"], "ap-south-1a", "on-demand", 0.2304)]

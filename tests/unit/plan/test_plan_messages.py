@@ -139,21 +139,6 @@ def test_ec2_catalog_without_any_region_asks_for_the_flag(tmp_path, capsys, no_a
                            "(or set AWS_REGION), or give --instance-types and --offerings files"]
 
 
-def test_ec2_catalog_takes_the_region_from_aws_region(tmp_path, capsys, no_aws_region, monkeypatch):
-    from moto import mock_aws
-
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_REGION", "ap-south-1")
-    with mock_aws():
-        code, out, err = ec2_plan(capsys, tmp_path)
-    assert code == 0, err
-    result = json.loads(out)
-    assert result["region"] == "ap-south-1"
-    assert [(n["instanceTypes"], n["zone"], n["pricePerHour"]) for n in result["nodes"]] == [
-        (["r6gd.xlarge"], "ap-south-1a", 0.2304)]
-
-
 def test_ec2_catalog_without_credentials_says_how_to_set_them(tmp_path, capsys, no_aws_region):
     code, out, err = ec2_plan(capsys, tmp_path, "--region", "ap-south-1", "--aws-endpoint-url", "http://127.0.0.1:9")
     assert (code, out) == (1, "")

@@ -7,7 +7,8 @@ import pytest
 from benchmarks.bounds import lower_bound, lp_bound, pod_share_bound, resource_bound
 from provisioner.api.types import Provisioner, ProvisionerSpec
 from provisioner.scheduling.solver import SolverInput, solve
-from tests.unit.scheduling.builders import instance_type, pod
+from tests.builders.catalog import instance_type
+from tests.builders.pods import pod
 
 # cheap cpu with almost no memory, and memory-rich nodes with little cpu
 MICRO = instance_type("micro", "amd64", 2000, 256, 100, 2000, 256, 1.0)

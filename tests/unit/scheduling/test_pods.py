@@ -6,7 +6,7 @@ from provisioner.model.resources import MIB
 from provisioner.scheduling.daemonsets import daemonset_pod
 from provisioner.scheduling.nodes import node_from_manifest
 from provisioner.scheduling.pods import Toleration, pod_from_manifest, pod_requests, tolerates_all
-from tests.unit.scheduling.builders import manifest
+from tests.builders.pods import manifest
 
 
 def c(cpu, mem=None, **extra):

@@ -1,13 +1,8 @@
 from provisioner.scheduling.pods import pod_from_manifest
 from provisioner.scheduling.solver import SolverInput, solve
-from tests.unit.scheduling.builders import (
-    WALKTHROUGH_REQUIREMENTS,
-    catalog,
-    manifest,
-    pod,
-    provisioner,
-    r6gd_xlarge,
-)
+from tests.builders.catalog import solver_catalog, solver_r6gd_xlarge
+from tests.builders.pods import manifest, pod
+from tests.builders.provisioners import WALKTHROUGH_REQUIREMENTS, provisioner
 
 WALKTHROUGH_SELECTOR = {
     "node.kubernetes.io/instance-type": "r6gd.xlarge",
@@ -19,14 +14,14 @@ WALKTHROUGH_SELECTOR = {
 
 def run(pods, provisioners=None, types=None, **kw):
     provisioners = provisioners or [provisioner(requirements=WALKTHROUGH_REQUIREMENTS)]
-    types = types if types is not None else catalog()
+    types = types if types is not None else solver_catalog()
     return solve(SolverInput(pods=pods, provisioners=provisioners,
                              instance_types={p.name: types for p in provisioners}, **kw))
 
 
 def test_walkthrough_three_inflate_pods_give_one_r6gd_xlarge_on_demand_in_ap_south_1a():
     pods = [pod(f"inflate-{i}", cpu="1", spec={"nodeSelector": WALKTHROUGH_SELECTOR}) for i in range(3)]
-    plan = run(pods, types=[r6gd_xlarge(0.08)])
+    plan = run(pods, types=[solver_r6gd_xlarge(0.08)])
     assert len(plan.new_nodes) == 1
     node = plan.new_nodes[0]
     assert [it.name for it in node.instance_type_options] == ["r6gd.xlarge"]
@@ -97,7 +92,7 @@ def test_zone_outside_the_provisioner_gets_a_reason_and_no_node():
 
 
 def test_limits_hold_under_a_burst():
-    from tests.unit.scheduling.builders import instance_type
+    from tests.builders.catalog import instance_type
 
     m5 = instance_type("m5.xlarge", "amd64", 4000, 14968, 58, 3820, 13875, 0.202)
     prov = provisioner(limits={"cpu": "8"})
@@ -304,7 +299,7 @@ def test_host_ports_conflict_on_one_node():
 
 
 def test_max_pods_bounds_a_node():
-    from tests.unit.scheduling.builders import instance_type
+    from tests.builders.catalog import instance_type
 
     tiny = instance_type("t3.nano", "amd64", 2000, 512, 4, 1930, 400, 0.0052)
     plan = run([pod(f"p{i}", cpu="10m") for i in range(6)], [provisioner()], types=[tiny])
@@ -349,7 +344,7 @@ def test_same_input_same_plan():
 
 def test_cost_aware_packing_beats_first_fit_when_bigger_nodes_cost_more_per_pod():
     from provisioner.scheduling.solver import solve_first_fit
-    from tests.unit.scheduling.builders import instance_type
+    from tests.builders.catalog import instance_type
 
     small = instance_type("g4dn.xlarge", "amd64", 4000, 14968, 29, 3820, 13875, 0.526, extra={"nvidia.com/gpu": 1})
     big = instance_type("g4dn.12xlarge", "amd64", 48000, 176000, 234, 47500, 170000, 3.912, extra={"nvidia.com/gpu": 4})

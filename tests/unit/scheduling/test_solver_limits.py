@@ -17,7 +17,9 @@ import pytest
 from provisioner.model.quantity import parse_quantity
 from provisioner.scheduling import solver as solver_module
 from provisioner.scheduling.solver import Plan, SolverInput, solve
-from tests.unit.scheduling.builders import catalog, instance_type, pod, provisioner
+from tests.builders.catalog import instance_type, solver_catalog
+from tests.builders.pods import pod
+from tests.builders.provisioners import provisioner
 
 LARGE = instance_type("c.large", "amd64", 2000, 4096, 29, 1930, 3500, 0.1)
 XLARGE = instance_type("c.xlarge", "amd64", 4000, 8192, 58, 3820, 7200, 0.2)
@@ -73,7 +75,7 @@ def _random_pods(rng: random.Random, n: int) -> list:
 def test_the_limit_fast_path_places_exactly_what_the_full_check_places(seed, limits, monkeypatch):
     rng = random.Random(seed)
     pods = _random_pods(rng, 60)
-    types = catalog()[:6]
+    types = solver_catalog()[:6]
     fast = _run(pods, limits, types)
     # the same solve with the fast path off: every planned node is priced and limit-checked in full
     monkeypatch.setattr(solver_module._Solver, "_limit_envelope", lambda self, node: node.max_alloc)

@@ -6,7 +6,9 @@ from hypothesis import strategies as st
 from provisioner.model.resources import Resources
 from provisioner.scheduling.nodes import ClusterNode
 from provisioner.scheduling.solver import SolverInput, solve
-from tests.unit.scheduling.builders import catalog, pod, provisioner
+from tests.builders.catalog import solver_catalog
+from tests.builders.pods import pod
+from tests.builders.provisioners import provisioner
 
 ZONE = "topology.kubernetes.io/zone"
 CPUS = ["50m", "250m", "1", "3"]
@@ -47,7 +49,7 @@ def scenario(draw):
 def test_every_pod_is_accounted_for_once_nodes_fit_and_limits_hold(case):
     pods, limit, nodes = case
     prov = provisioner(limits={"cpu": limit} if limit else None)
-    types = catalog()
+    types = solver_catalog()
     plan = solve(SolverInput(pods=pods, provisioners=[prov], instance_types={"default": types}, nodes=nodes))
     seen = [p.uid for n in plan.new_nodes for p in n.pods] + [p.uid for e in plan.existing for p in e.pods] + [
         e.pod.uid for e in plan.unschedulable]

@@ -17,7 +17,7 @@ from provisioner.state.solverinput import (
     merged,
     provisionable_pods,
 )
-from tests.unit.scheduling.builders import instance_type
+from tests.builders.catalog import instance_type
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 UNSCHEDULABLE = {"phase": "Pending",

@@ -6,10 +6,10 @@ import json
 from typing import Any
 
 import pytest
-from admission_fixtures import review, valid
 from flask.testing import FlaskClient
 
 import webhook.app as webhook_app
+from tests.builders.admission import review, valid
 from webhook.app import MAX_BODY_BYTES
 from webhook.handlers import mutate, validate
 

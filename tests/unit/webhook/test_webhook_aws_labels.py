@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from admission_fixtures import review, valid
 
 from provisioner.model.labels import AWS_INSTANCE_LABELS
+from tests.builders.admission import review, valid
 
 UID = "705ab4f5-6393-11e8-b7cc-42010a800002"
 

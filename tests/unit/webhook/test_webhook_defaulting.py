@@ -7,9 +7,9 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from admission_fixtures import METADATA_OPTIONS, decode_patch, load_walkthrough, review, valid
 
 from provisioner.api.defaults import default_provisioner
+from tests.builders.admission import METADATA_OPTIONS, decode_patch, load_walkthrough, review, valid
 
 UID = "705ab4f5-6393-11e8-b7cc-42010a800002"
 PROVIDER_DEFAULTS = [

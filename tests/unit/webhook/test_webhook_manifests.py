@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 import yaml
-from admission_fixtures import load_walkthrough, valid
 from marshmallow import Schema, fields
 
 from certs.bootstrap import DEFAULT_CONFIGURATIONS, DEFAULT_NAMESPACE, DEFAULT_SECRET, DEFAULT_SERVICE
 from provisioner.api.schemas import ProvisionerSpecSchema, ProvisionerStatusSchema
+from tests.builders.admission import load_walkthrough, valid
 from webhook.app import create_app
 from webhook.handlers import MUTATING_WEBHOOK_NAME, VALIDATING_WEBHOOK_NAME
 

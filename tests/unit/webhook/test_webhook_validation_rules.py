@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from admission_fixtures import review, valid
+
+from tests.builders.admission import review, valid
 
 UID = "705ab4f5-6393-11e8-b7cc-42010a800002"
 Mutation = Callable[[dict[str, Any]], None]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from admission_strategies import BODIES, check_answer
+import pytest
 from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given, settings
 
 from provisioner import metrics
+from tests.builders.admission_strategies import BODIES, check_answer
+
+#: 4,200 requests take about a minute on 2 idle cores and up to twice that under load
+pytestmark = pytest.mark.timeout(300)
 
 FUZZ = settings(max_examples=2100, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

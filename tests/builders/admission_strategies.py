@@ -8,8 +8,9 @@ import json
 from typing import Any
 
 import jsonpatch
-from admission_fixtures import review, valid
 from hypothesis import strategies as st
+
+from tests.builders.admission import review, valid
 
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),

@@ -5,13 +5,9 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-#: Copies of shared/walkthrough/01-provisioner.yaml and 04-provisioner-with-expiry.yaml.
-WALKTHROUGH = Path(__file__).resolve().parent / "walkthrough"
+from tests.builders.walkthrough import walkthrough
 
 METADATA_OPTIONS = {
     "httpEndpoint": "enabled",
@@ -79,5 +75,5 @@ def decode_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def load_walkthrough(name: str) -> dict[str, Any]:
-    obj: dict[str, Any] = yaml.safe_load((WALKTHROUGH / name).read_text())
-    return obj
+    """The walkthrough manifest ``name`` (e.g. ``01-provisioner.yaml``), as a user would apply it."""
+    return walkthrough(name)
