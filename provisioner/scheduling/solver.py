@@ -49,6 +49,7 @@ from provisioner.model.requirements import (
     Requirements,
 )
 from provisioner.model.resources import ACCELERATORS, CPU, MEMORY, PODS, Resources
+from provisioner.model.taints import EPHEMERAL_TAINT_KEYS
 from provisioner.scheduling.instancetypes import InstanceType, Offering
 from provisioner.scheduling.nodes import ClusterNode
 from provisioner.scheduling.pods import (
@@ -66,11 +67,6 @@ from provisioner.scheduling.provisioners import (
     provisioner_taints,
 )
 
-#: Taints a node loses once it is initialised; ignored on in-flight nodes.
-_EPHEMERAL_TAINT_KEYS = frozenset({
-    wk.NOT_READY_TAINT_KEY, "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
-    "node.cloudprovider.kubernetes.io/uninitialized",
-})
 #: At most this many instance type options per planned node (the AWS provider's cut, Karpenter v1).
 MAX_INSTANCE_TYPES = 60
 #: Keys an instance type or offering fills in at launch: a pod may ask for them even when the
@@ -478,7 +474,7 @@ class _Solver:
                 # (Karpenter ignores them for in-flight capacity): the not-ready and
                 # uninitialised taints and its Provisioner's startupTaints
                 startup = startup_taints.get(node.provisioner or "", ())
-                taints = tuple(t for t in taints if t.key not in _EPHEMERAL_TAINT_KEYS
+                taints = tuple(t for t in taints if t.key not in EPHEMERAL_TAINT_KEYS
                                and not any(t.key == s.key and t.effect == s.effect for s in startup))
             n = _Node(
                 index=len(self.nodes), hostname=labels[wk.HOSTNAME], reqs=Requirements.from_labels(labels),
