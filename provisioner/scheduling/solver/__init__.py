@@ -38,7 +38,7 @@ checked once per batch, topology always hard); the modules mirror its files:
 
 Limits are enforced while packing: each planned node holds the capacity of its cheapest option
 that fits its pods against its Provisioner's limits, and launches only options no larger than
-that; a node is opened, or grows into a larger option, only when the capacity fits
+that in any limited resource; a node is opened, or grows into a larger option, only when the capacity fits
 ``limits - usage - capacity held by the other nodes planned so far``, so a burst never
 overshoots a limit.
 """

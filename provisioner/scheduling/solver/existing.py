@@ -21,7 +21,7 @@ from provisioner.model.taints import EPHEMERAL_TAINT_KEYS
 from provisioner.scheduling.nodes import ClusterNode
 from provisioner.scheduling.pods import HostPort, Pod, tolerates_all
 from provisioner.scheduling.solver.memo import Memo
-from provisioner.scheduling.solver.vectors import Dimensions, Vector, add, fits
+from provisioner.scheduling.solver.vectors import Dimensions, Vector, fits, plus
 
 if TYPE_CHECKING:
     from provisioner.scheduling.solver.queue import QueuedPod
@@ -81,7 +81,7 @@ class ExistingNode:
                 topology: Topology, memo: Memo) -> ExistingFit | ExistingRefusal:
         """Whether the node takes ``queued`` now (its room, taints, host ports, labels, topology)."""
         pod = queued.pod
-        if not fits(add(self.requested, queued.requests), self.allocatable):
+        if not fits(plus(self.requested, queued.requests), self.allocatable):
             return ExistingRefusal.NO_ROOM
         if tolerates_all(pod.tolerations, self.taints, queued.relaxation.prefer_no_schedule) is not None:
             return ExistingRefusal.UNTOLERATED_TAINT
@@ -102,7 +102,7 @@ class ExistingNode:
 
     def add(self, queued: QueuedPod) -> None:
         """Put ``queued`` on the node (record it in the topology separately)."""
-        self.requested = add(self.requested, queued.requests)
+        self.requested = plus(self.requested, queued.requests)
         self.host_ports.extend(queued.pod.host_ports)
         self.pods.append(queued.pod)
 

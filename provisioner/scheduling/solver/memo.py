@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from provisioner.scheduling.solver.vectors import Vector
 
     Options = list[TypeOption]
-    ZoneAndCapacityType = tuple[Requirement | None, Requirement | None]
 
 
 @dataclass(eq=False)
@@ -34,8 +33,6 @@ class Memo:
       a change builds a new list. Caches keyed on ``id(list)`` rely on it. Each such entry
       stores the list itself next to its value, so the id cannot be reused by another list
       while the entry lives, and each lookup also checks ``entry[0] is options``.
-    * An option list belongs to one template (its :class:`TypeOption` values are that
-      template's), so ``id(options)`` also stands for the template.
     * Templates, :class:`TypeOption` values, pod shapes and existing nodes' labels do not change
       during a solve; ``Requirements`` and ``Pod`` values are immutable. Caches keyed on an
       option or a shape (hashed by identity: one object per option of a template, one per

@@ -6,8 +6,8 @@ remains. The node's requirements narrow as pods join (a zone chosen for topology
 selector). Its price is its cheapest option that holds its pods.
 
 Limits: a node holds the capacity of its cheapest fitting option against its Provisioner's
-limits (``reserved``); it launches only options no larger than that, so a burst never
-overshoots a limit. A node may grow into a larger option only when that option's capacity fits
+limits (``reserved``); it launches only options no larger than that in any limited resource,
+so a burst never overshoots a limit. A node may grow into a larger option only when that option's capacity fits
 ``limits - usage - reserved by the other planned nodes``.
 """
 
@@ -39,7 +39,7 @@ from provisioner.scheduling.solver.templates import (
     without_port_conflicts,
 )
 from provisioner.scheduling.solver.topology import Topology, TopologyConstraint
-from provisioner.scheduling.solver.vectors import Vector, add, fits, largest, subtract
+from provisioner.scheduling.solver.vectors import Vector, fits, largest, minus, plus
 
 if TYPE_CHECKING:
     from provisioner.api.types import Taint
@@ -132,7 +132,7 @@ class OpenNode:
         """
         if self.accelerator is not None and self.accelerator != queued.shape.accelerator:
             return PERMANENT
-        total = add(self.requested, queued.requests)
+        total = plus(self.requested, queued.requests)
         if not fits(total, self.max_allocatable):
             return PERMANENT
         if self.template.limits is not None and not fits(total, self.limit_envelope(memo)):
@@ -210,7 +210,7 @@ class OpenNode:
             self.set_options(candidate.options, memo)
         template = self.template
         if template.limits is not None and candidate.reserved is not None:
-            template.reserved = add(subtract(template.reserved, self.reserved), candidate.reserved)
+            template.reserved = plus(minus(template.reserved, self.reserved), candidate.reserved)
             self.reserved = candidate.reserved
         self.accelerator = candidate.queued.shape.accelerator
         self.host_ports.extend(candidate.queued.pod.host_ports)
@@ -260,7 +260,7 @@ class OpenNode:
         """True when holding ``capacity`` for this node keeps its Provisioner within its limits."""
         template = self.template
         assert template.limits is not None
-        budget = subtract(subtract(template.limits, template.usage), subtract(template.reserved, self.reserved))
+        budget = minus(minus(template.limits, template.usage), minus(template.reserved, self.reserved))
         return template.within(capacity, budget)
 
     def limit_envelope(self, memo: Memo) -> Vector:

@@ -27,7 +27,7 @@ from provisioner.scheduling.provisioners import (
     provisioner_taints,
 )
 from provisioner.scheduling.solver.memo import Memo
-from provisioner.scheduling.solver.vectors import Dimensions, Vector, subtract
+from provisioner.scheduling.solver.vectors import Dimensions, Vector, minus
 
 #: Keys an instance type or offering fills in at launch: a pod may ask for them even when the
 #: Provisioner does not mention them.
@@ -81,7 +81,7 @@ class NodeTemplate:
     def budget(self) -> Vector:
         """``limits - usage - reserved``: the capacity a new node may still hold."""
         assert self.limits is not None
-        return subtract(subtract(self.limits, self.usage), self.reserved)
+        return minus(minus(self.limits, self.usage), self.reserved)
 
     def within(self, capacity: Vector, budget: Vector) -> bool:
         """True when ``capacity`` fits ``budget`` in every limited resource."""

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from operator import add as _add
-from operator import le
-from operator import sub as _sub
+from operator import add, le, sub
 
 #: Amounts per resource, in the order of the solve's :class:`Dimensions`.
 Vector = tuple[int, ...]
@@ -23,12 +21,12 @@ def fits(need: Vector, have: Vector) -> bool:
     return all(map(le, need, have))
 
 
-def add(a: Vector, b: Vector) -> Vector:
-    return tuple(map(_add, a, b))
+def plus(a: Vector, b: Vector) -> Vector:
+    return tuple(map(add, a, b))
 
 
-def subtract(a: Vector, b: Vector) -> Vector:
-    return tuple(map(_sub, a, b))
+def minus(a: Vector, b: Vector) -> Vector:
+    return tuple(map(sub, a, b))
 
 
 def largest(a: Vector, b: Vector) -> Vector:
