@@ -371,6 +371,31 @@ def _affinity_terms(items: Any, where: str, namespace: str, weighted: bool) -> t
     return tuple(result)
 
 
+def _spread_constraint(tsc: Any, where: str, labels: Mapping[str, str]) -> TopologySpreadConstraint:
+    """One ``topologySpreadConstraints`` item of a pod with ``labels`` (``matchLabelKeys`` join its selector)."""
+    tsc_map = _map(tsc, where)
+    try:
+        max_skew = int(tsc_map.get("maxSkew", 1))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}.maxSkew: not an integer: {tsc_map.get('maxSkew')!r}") from error
+    if max_skew < 1:
+        raise ValueError(f"{where}.maxSkew: must be at least 1, got {max_skew}")
+    key = tsc_map.get("topologyKey")
+    if not key:
+        raise ValueError(f"{where}.topologyKey: required")
+    when = str(tsc_map.get("whenUnsatisfiable") or DO_NOT_SCHEDULE)
+    if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+        raise ValueError(f"{where}.whenUnsatisfiable: {when!r} is not DoNotSchedule or ScheduleAnyway")
+    selector = label_selector(tsc_map.get("labelSelector"), f"{where}.labelSelector")
+    match_label_keys = [str(k) for k in _list(tsc_map.get("matchLabelKeys"), f"{where}.matchLabelKeys")]
+    extra = tuple((k, labels[k]) for k in match_label_keys if k in labels)
+    if extra:
+        selector = LabelSelector(tuple(sorted(set(selector.match_labels) | set(extra))), selector.match_expressions)
+    min_domains = tsc_map.get("minDomains")
+    return TopologySpreadConstraint(max_skew, wk.normalize_label_key(str(key)), when, selector,
+                                    int(min_domains) if min_domains is not None else None)
+
+
 def pod_from_manifest(obj: Mapping[str, Any], volume_requirements: Sequence[Requirements] = ()) -> Pod:
     """A :class:`Pod` from a pod object (wire form). ``volume_requirements`` from :mod:`.volumes`.
 
@@ -416,30 +441,10 @@ def pod_from_manifest(obj: Mapping[str, Any], volume_requirements: Sequence[Requ
             toleration_seconds=int(seconds) if seconds is not None else None,
         ))
 
-    spreads = []
-    for i, tsc in enumerate(_list(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")):
-        where = f"spec.topologySpreadConstraints[{i}]"
-        tsc_map = _map(tsc, where)
-        try:
-            max_skew = int(tsc_map.get("maxSkew", 1))
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{where}.maxSkew: not an integer: {tsc_map.get('maxSkew')!r}") from error
-        if max_skew < 1:
-            raise ValueError(f"{where}.maxSkew: must be at least 1, got {max_skew}")
-        key = tsc_map.get("topologyKey")
-        if not key:
-            raise ValueError(f"{where}.topologyKey: required")
-        when = str(tsc_map.get("whenUnsatisfiable") or DO_NOT_SCHEDULE)
-        if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
-            raise ValueError(f"{where}.whenUnsatisfiable: {when!r} is not DoNotSchedule or ScheduleAnyway")
-        selector = label_selector(tsc_map.get("labelSelector"), f"{where}.labelSelector")
-        match_label_keys = [str(k) for k in _list(tsc_map.get("matchLabelKeys"), f"{where}.matchLabelKeys")]
-        extra = tuple((k, labels[k]) for k in match_label_keys if k in labels)
-        if extra:
-            selector = LabelSelector(tuple(sorted(set(selector.match_labels) | set(extra))), selector.match_expressions)
-        min_domains = tsc_map.get("minDomains")
-        spreads.append(TopologySpreadConstraint(max_skew, wk.normalize_label_key(str(key)), when, selector,
-                                                int(min_domains) if min_domains is not None else None))
+    spreads = [
+        _spread_constraint(tsc, f"spec.topologySpreadConstraints[{i}]", labels)
+        for i, tsc in enumerate(_list(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"))
+    ]
 
     pod_aff = _map(affinity.get("podAffinity"), "spec.affinity.podAffinity")
     pod_anti = _map(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")

@@ -24,6 +24,11 @@ from typing import Any
 
 import pytest
 
+# urllib3 probes for IPv6 support by binding a socket to ::1 when it is first imported (boto3 and
+# requests import it); import it here, before the guard, so that probe is not taken for a test's
+# network use.
+import urllib3.util.connection  # noqa: F401  (imported for its import-time probe)
+
 
 class UnitTierError(RuntimeError):
     """A unit test reached for the network or a process."""

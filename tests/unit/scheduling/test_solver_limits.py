@@ -3,7 +3,7 @@
 A planned node reserves its cheapest option's capacity against its Provisioner's limits. Once
 the limit binds, a node may still take pods into its slack (no new capacity) and may grow into
 a larger option only when that option's capacity fits ``limits - usage - reserved`` plus what
-the node itself already reserves. The fast path (``_Solver._limit_envelope``) refuses a pod
+the node itself already reserves. The fast path (``OpenNode.limit_envelope``) refuses a pod
 before topology and pricing when no option the node may grow into holds it: these tests pin
 that it refuses nothing the full check would accept.
 """
@@ -15,8 +15,8 @@ import random
 import pytest
 
 from provisioner.model.quantity import parse_quantity
-from provisioner.scheduling import solver as solver_module
 from provisioner.scheduling.solver import Plan, SolverInput, solve
+from provisioner.scheduling.solver.planned import OpenNode
 from tests.builders.catalog import instance_type, solver_catalog
 from tests.builders.pods import pod
 from tests.builders.provisioners import provisioner
@@ -78,7 +78,7 @@ def test_the_limit_fast_path_places_exactly_what_the_full_check_places(seed, lim
     types = solver_catalog()[:6]
     fast = _run(pods, limits, types)
     # the same solve with the fast path off: every planned node is priced and limit-checked in full
-    monkeypatch.setattr(solver_module._Solver, "_limit_envelope", lambda self, node: node.max_alloc)
+    monkeypatch.setattr(OpenNode, "limit_envelope", lambda self, memo: self.max_allocatable)
     full = _run(pods, limits, types)
     assert _layout(fast) == _layout(full)
     assert [(e.pod.name, e.reason) for e in fast.unschedulable] == [(e.pod.name, e.reason) for e in full.unschedulable]

@@ -1,0 +1,66 @@
+"""The solver: pending pods in, a plan of nodes to launch (and pods for existing nodes) out.
+
+Pure and deterministic: frozen values in (:class:`SolverInput`), a :class:`Plan` out, no clock,
+no randomness, no I/O. The provisioning controller and ``groupless plan`` run this solver, so
+they make the same decisions from the same input. The scheduler extender does not call it: it
+shares the solver's rules for reading pods, tolerating taints and matching Provisioners
+(:mod:`provisioner.scheduling.pods`, :mod:`provisioner.scheduling.provisioners`) but filters
+and scores kube-scheduler's candidate nodes by its own rules (:mod:`extender.handlers`).
+
+The algorithm follows today's Karpenter (``pkg/controllers/provisioning/scheduling``), which
+fixed v0.6.3's shortcomings (one Provisioner at a time, pods with affinity ignored, limits
+checked once per batch, topology always hard); the modules mirror its files:
+
+* :mod:`.queue` (``queue.go``): pods are queued by cpu, then memory, descending (first-fit
+  decreasing), then creation time and UID, so the plan does not depend on input order.
+* :mod:`.existing` (``existingnode.go``), :mod:`.planned` (``nodeclaim.go``),
+  :mod:`.templates` (``nodeclaimtemplate.go``): each pod is tried, in order, on existing nodes
+  (initialised first, then in-flight, by name), on the new nodes planned so far (in the order
+  they were opened: the first that takes it, unless one of the next few takes it for less),
+  and on a new node of the first Provisioner (``weight`` desc, then name) whose requirements,
+  taints, limits and instance types can take it. A planned node keeps every instance type
+  that still fits all of its pods plus that type's DaemonSet overhead and still has an allowed
+  offering; a pod joins only if one remains, and (in :func:`solve`, not
+  :func:`solve_first_fit`) only if that raises the node's price by no more than a node of its
+  own would cost. The node's requirements narrow as pods join (a zone chosen for topology, a
+  node selector).
+* :mod:`.topology` (``topology.go``, ``topologygroup.go``): topology spread, pod affinity and
+  anti-affinity, counted per domain as pods are placed.
+* :mod:`.preferences` (``preferences.go``): when a pod fits nowhere, one preference is relaxed
+  (preferred pod affinity, preferred pod anti-affinity, preferred node affinity heaviest first,
+  ScheduleAnyway spread, then PreferNoSchedule taints) and the pod goes to the back of the
+  queue; the loop ends after a full pass without progress, so affinity chains settle.
+* :mod:`.pricing`: each planned node's instance type options are ordered by the price of their
+  cheapest allowed offering and cut to :data:`MAX_INSTANCE_TYPES`; its price is the cheapest
+  option's.
+* :mod:`.solve` (``scheduler.go``): the loop and the :class:`Plan`; :mod:`.memo` holds every
+  cache of a solve; :mod:`.vectors` the resource vectors.
+
+Limits are enforced while packing: each planned node holds the capacity of its cheapest option
+that fits its pods against its Provisioner's limits, and launches only options no larger than
+that in any limited resource; a node is opened, or grows into a larger option, only when the capacity fits
+``limits - usage - capacity held by the other nodes planned so far``, so a burst never
+overshoots a limit.
+"""
+
+from provisioner.scheduling.solver.pricing import MAX_INSTANCE_TYPES
+from provisioner.scheduling.solver.solve import (
+    ExistingPlacement,
+    Plan,
+    PlannedNode,
+    PodError,
+    SolverInput,
+    solve,
+    solve_first_fit,
+)
+
+__all__ = [
+    "MAX_INSTANCE_TYPES",
+    "ExistingPlacement",
+    "Plan",
+    "PlannedNode",
+    "PodError",
+    "SolverInput",
+    "solve",
+    "solve_first_fit",
+]

@@ -1,0 +1,146 @@
+"""Existing and in-flight nodes as places for pending pods (Karpenter's ``existingnode.go``).
+
+Pods are tried on existing nodes before any planned node: initialised nodes first, then
+in-flight ones, each group by name. A node marked for deletion takes no pod. An in-flight node's
+ephemeral taints (:data:`provisioner.model.taints.EPHEMERAL_TAINT_KEYS`) and its Provisioner's
+startup taints are ignored: they go away once it is initialised (Karpenter's
+``StateNode.Taints``). A node's labels decide its requirements and topology domains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, NamedTuple
+
+from provisioner.api.types import Provisioner, Taint
+from provisioner.model import labels as wk
+from provisioner.model.requirements import DOES_NOT_EXIST, NOT_IN, Requirements
+from provisioner.model.taints import EPHEMERAL_TAINT_KEYS
+from provisioner.scheduling.nodes import ClusterNode
+from provisioner.scheduling.pods import HostPort, Pod, tolerates_all
+from provisioner.scheduling.solver.memo import Memo
+from provisioner.scheduling.solver.vectors import Dimensions, Vector, fits, plus
+
+if TYPE_CHECKING:
+    from provisioner.scheduling.solver.queue import QueuedPod
+    from provisioner.scheduling.solver.topology import Topology, TopologyConstraint
+
+
+class ExistingRefusal(StrEnum):
+    """Why an existing node does not take a pod."""
+
+    NO_ROOM = "its allocatable cannot hold the pod's requests"
+    UNTOLERATED_TAINT = "the pod does not tolerate one of its taints"
+    HOST_PORT_IN_USE = "a host port the pod needs is taken"
+    NO_ALTERNATIVE = "its labels or the topology meet none of the pod's requirement alternatives"
+
+
+class ExistingFit(NamedTuple):
+    """A pod that fits an existing node, under one of its requirement alternatives."""
+
+    node: ExistingNode
+    alternative: Requirements
+
+
+def _undecided_values(key: str) -> frozenset[str]:
+    """An existing node's labels are all it has: a key it lacks can take no value."""
+    return frozenset()
+
+
+@dataclass(eq=False, slots=True)
+class ExistingNode:
+    """An existing or in-flight node and the pending pods the plan puts on it.
+
+    ``taints`` are those that count (ephemeral ones dropped while in flight); ``requested``
+    includes the pods placed so far; ``pods`` are those placed by this plan.
+    """
+
+    index: int
+    cluster_node: ClusterNode
+    hostname: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    allocatable: Vector
+    requested: Vector
+    host_ports: list[HostPort]
+    pods: list[Pod]
+
+    @property
+    def name(self) -> str:
+        return self.cluster_node.name
+
+    def domain(self, key: str) -> str | None:
+        """The node's value for topology key ``key`` (None: the label is absent)."""
+        if key == wk.HOSTNAME:
+            return self.hostname
+        return self.labels.get(key)
+
+    def can_add(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternatives: list[Requirements],
+                topology: Topology, memo: Memo) -> ExistingFit | ExistingRefusal:
+        """Whether the node takes ``queued`` now (its room, taints, host ports, labels, topology)."""
+        pod = queued.pod
+        if not fits(plus(self.requested, queued.requests), self.allocatable):
+            return ExistingRefusal.NO_ROOM
+        if tolerates_all(pod.tolerations, self.taints, queued.relaxation.prefer_no_schedule) is not None:
+            return ExistingRefusal.UNTOLERATED_TAINT
+        if any(hp.conflicts(other) for hp in pod.host_ports for other in self.host_ports):
+            return ExistingRefusal.HOST_PORT_IN_USE
+        for alternative in alternatives:
+            key = (self.index, alternative)
+            compatible = memo.existing_compatibility.get(key)
+            if compatible is None:
+                compatible = labels_satisfy(self.labels, alternative) is None
+                memo.existing_compatibility[key] = compatible
+            if not compatible:
+                continue
+            check = topology.check(queued.shape, constraints, self, alternative, _undecided_values)
+            if check.reason is None:
+                return ExistingFit(self, alternative)
+        return ExistingRefusal.NO_ALTERNATIVE
+
+    def add(self, queued: QueuedPod) -> None:
+        """Put ``queued`` on the node (record it in the topology separately)."""
+        self.requested = plus(self.requested, queued.requests)
+        self.host_ports.extend(queued.pod.host_ports)
+        self.pods.append(queued.pod)
+
+
+def labels_satisfy(labels: Mapping[str, str], requirements: Requirements) -> str | None:
+    """None when a node with ``labels`` meets ``requirements`` (kube's node affinity match), else why not."""
+    for key, requirement in requirements.items():
+        value = labels.get(key)
+        if value is None:
+            if requirement.operator not in (NOT_IN, DOES_NOT_EXIST):
+                return f"label {key} is absent, {requirement} required"
+        elif not requirement.has(value):
+            return f"label {key}={value} does not meet {requirement}"
+    return None
+
+
+def _counted_taints(node: ClusterNode, startup_taints: Mapping[str, tuple[Taint, ...]]) -> tuple[Taint, ...]:
+    """The taints a pod must tolerate: an in-flight node's ephemeral and startup taints go away."""
+    if not node.in_flight:
+        return node.taints
+    startup = startup_taints.get(node.provisioner or "", ())
+    return tuple(t for t in node.taints if t.key not in EPHEMERAL_TAINT_KEYS
+                 and not any(t.key == s.key and t.effect == s.effect for s in startup))
+
+
+def existing_nodes(nodes: Sequence[ClusterNode], provisioners: Sequence[Provisioner],
+                   dimensions: Dimensions) -> list[ExistingNode]:
+    """The nodes that may take pods, in the order they are tried (initialised, then in flight, by name)."""
+    startup_taints = {p.name: p.spec.startup_taints for p in provisioners}
+    out: list[ExistingNode] = []
+    for node in sorted(nodes, key=lambda n: (n.in_flight, n.name)):
+        if node.marked_for_deletion:
+            continue
+        labels = dict(node.labels)
+        labels.setdefault(wk.HOSTNAME, node.name)
+        out.append(ExistingNode(
+            index=len(out), cluster_node=node, hostname=labels[wk.HOSTNAME], labels=labels,
+            taints=_counted_taints(node, startup_taints), allocatable=dimensions.vector(node.allocatable),
+            requested=dimensions.vector(node.requested), host_ports=list(node.host_ports), pods=[],
+        ))
+    return out

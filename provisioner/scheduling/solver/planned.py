@@ -1,0 +1,363 @@
+"""Nodes the plan opens and fills (Karpenter's ``nodeclaim.go``).
+
+An :class:`OpenNode` keeps every option (instance type) that still holds all of its pods plus
+that option's DaemonSet overhead and still has an allowed offering; a pod joins only if one
+remains. The node's requirements narrow as pods join (a zone chosen for topology, a node
+selector). Its price is its cheapest option that holds its pods.
+
+Limits: a node holds the capacity of its cheapest fitting option against its Provisioner's
+limits (``reserved``); it launches only options no larger than that in any limited resource,
+so a burst never overshoots a limit. A node may grow into a larger option only when that option's capacity fits
+``limits - usage - reserved by the other planned nodes``.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, NamedTuple
+
+from provisioner.model import labels as wk
+from provisioner.model.requirements import IN, Requirement, Requirements
+from provisioner.scheduling.pods import HostPort, Pod, tolerates_all
+from provisioner.scheduling.solver.memo import Memo
+from provisioner.scheduling.solver.pricing import (
+    PricedOption,
+    PriceFit,
+    by_price,
+    first_fit,
+    standalone_price,
+)
+from provisioner.scheduling.solver.templates import (
+    NodeTemplate,
+    TypeOption,
+    allows,
+    any_fits,
+    option_domains,
+    without_port_conflicts,
+)
+from provisioner.scheduling.solver.topology import Topology, TopologyConstraint
+from provisioner.scheduling.solver.vectors import Vector, fits, largest, minus, plus
+
+if TYPE_CHECKING:
+    from provisioner.api.types import Taint
+    from provisioner.scheduling.solver.queue import QueuedPod
+
+
+class Refusal(StrEnum):
+    """Why a planned node does not take a pod, as far as trying it again goes.
+
+    ``PERMANENT``: the reason only gets worse as nodes fill (resources, taints, requirements,
+    anti-affinity, host ports, limits, a price above a node of its own), so a pod of the same
+    kind need not try this node again. ``FOR_NOW``: a topology count that placing other pods
+    may change.
+    """
+
+    PERMANENT = "permanent"
+    FOR_NOW = "for now"
+
+
+#: The members as module constants (compared with ``is``): looking a member up on its class goes
+#: through the enum metaclass, several times slower, and a refusal is answered for every node tried.
+PERMANENT, FOR_NOW = Refusal.PERMANENT, Refusal.FOR_NOW
+
+
+class Candidate(NamedTuple):
+    """A placement of ``queued`` on ``node`` that may be made: what the node becomes with it.
+
+    ``extra_price`` is how much the node's price rises (USD/hour); ``total`` its requests with
+    the pod; ``requirements`` and ``options`` what it narrows to; ``reserved`` the capacity it
+    then holds against its limits (None: no limits); ``fit`` its cheapest fitting option.
+    """
+
+    extra_price: float
+    node: OpenNode
+    queued: QueuedPod
+    total: Vector
+    requirements: Requirements
+    options: list[TypeOption]
+    reserved: Vector | None
+    fit: PriceFit
+
+
+@dataclass(eq=False, slots=True)
+class OpenNode:
+    """A new node of ``template`` being planned, with the pods placed on it so far.
+
+    ``options`` are sorted largest first; ``max_allocatable`` and ``max_capacity`` are their
+    per-resource maxima. ``reserved`` is the capacity the node holds against its Provisioner's
+    limits (zero while it holds none). ``accelerator`` is None until a pod joins, then whether
+    its pods use accelerators. ``price`` is the USD/hour of ``price_list[price_index]``, the
+    cheapest option that holds ``requested``.
+    """
+
+    index: int
+    hostname: str
+    template: NodeTemplate
+    requirements: Requirements
+    requested: Vector
+    reserved: Vector
+    host_ports: list[HostPort] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    options: list[TypeOption] = field(default_factory=list)
+    max_allocatable: Vector = ()
+    max_capacity: Vector = ()
+    accelerator: bool | None = None
+    price: float = 0.0
+    price_list: list[PricedOption] | None = None
+    price_index: int = 0
+
+    @property
+    def taints(self) -> tuple[Taint, ...]:
+        return self.template.taints
+
+    def domain(self, key: str) -> str | None:
+        """The node's value for ``key``; None while it is not decided yet (or absent)."""
+        if key == wk.HOSTNAME:
+            return self.hostname
+        requirement = self.requirements.get(key)
+        if requirement is not None and not requirement.complement and len(requirement.values) == 1:
+            return next(iter(requirement.values))
+        return None
+
+    # ------------------------------------------------------------------ taking a pod
+    def can_add(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternatives: list[Requirements],
+                topology: Topology, memo: Memo, cost_aware: bool) -> Candidate | Refusal:
+        """The placement of ``queued`` on this node, or why not.
+
+        With ``cost_aware``, the node also refuses a pod that would raise its price by more than
+        the price of a node of its own for that pod.
+        """
+        if self.accelerator is not None and self.accelerator != queued.shape.accelerator:
+            return PERMANENT
+        total = plus(self.requested, queued.requests)
+        if not fits(total, self.max_allocatable):
+            return PERMANENT
+        if self.template.limits is not None and not fits(total, self.limit_envelope(memo)):
+            # no option this node may still grow into within the limits holds the pod: refused
+            # before topology and pricing, so a Provisioner at its limit refuses every pod cheaply
+            return PERMANENT
+        pod = queued.pod
+        taints = self.template.taints
+        if (pod.tolerations != () or taints) and tolerates_all(
+                pod.tolerations, taints, queued.relaxation.prefer_no_schedule) is not None:
+            return PERMANENT
+        if pod.host_ports and any(hp.conflicts(other) for hp in pod.host_ports for other in self.host_ports):
+            return PERMANENT
+        refusal = PERMANENT
+        for alternative in alternatives:
+            outcome = self._candidate(queued, constraints, alternative, total, topology, memo, cost_aware)
+            if outcome is FOR_NOW:
+                refusal = FOR_NOW
+            elif outcome is not PERMANENT:
+                return outcome
+        return refusal
+
+    def _candidate(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternative: Requirements,
+                   total: Vector, topology: Topology, memo: Memo, cost_aware: bool) -> Candidate | Refusal:
+        """The placement of ``queued`` under one requirement alternative, or why not."""
+        cached = memo.narrowed.get((self, alternative))
+        if cached is None or cached[0] is not self.options or cached[1] is not self.requirements:
+            cached = (self.options, self.requirements, self._narrow(alternative, memo))
+            memo.narrowed[(self, alternative)] = cached
+        narrowed = cached[2]
+        if isinstance(narrowed, str):
+            return PERMANENT
+        requirements, options = narrowed
+        if not any_fits(options, total):
+            return PERMANENT
+        shape = queued.shape
+        if constraints or shape.selected_by or shape.anti_affinity_groups:
+            check = topology.check(shape, constraints, self, alternative,
+                                   lambda key: domains_of(memo, options, requirements, key))
+            if check.reason is not None:
+                return PERMANENT if check.permanent else FOR_NOW
+            if check.pins:
+                requirements, options = pin(memo, requirements, options, check.pins)
+                if not any_fits(options, total):
+                    return PERMANENT
+        pod = queued.pod
+        if pod.host_ports:
+            options = without_port_conflicts(options, pod.host_ports)
+            if not any_fits(options, total):
+                return PERMANENT
+        fit = self.price_with(options, requirements, total, memo)
+        if fit is None or (cost_aware and fit.price - self.price > standalone_price(
+                memo, self.template, alternative, shape.accelerator, queued.requests) + 1e-9):
+            # growing this node costs more than a node of its own: first-fit would overpay.
+            # Counted as permanent for the skip pointer (a heuristic: the node only gets
+            # fuller), which keeps big batches linear.
+            return PERMANENT
+        reserved = None
+        if self.template.limits is not None:
+            # the node holds its cheapest option's capacity against the limits; it only
+            # launches options no larger than that, so the count is exact
+            reserved = fit.cheapest.option.capacity
+            if not self.within_limits(reserved):
+                return PERMANENT  # planned capacity only grows: treated as permanent too
+        return Candidate(fit.price - self.price, self, queued, total, requirements, options, reserved, fit)
+
+    def add(self, candidate: Candidate, memo: Memo) -> None:
+        """Make ``candidate`` (a placement on this node); record its pod in the topology separately."""
+        fit = candidate.fit
+        self.price, self.price_list, self.price_index = fit.price, fit.by_price, fit.position
+        self.requested = candidate.total
+        if candidate.requirements is not self.requirements and candidate.requirements != self.requirements:
+            self.requirements = candidate.requirements
+        if candidate.options is not self.options:
+            self.set_options(candidate.options, memo)
+        template = self.template
+        if template.limits is not None and candidate.reserved is not None:
+            template.reserved = plus(minus(template.reserved, self.reserved), candidate.reserved)
+            self.reserved = candidate.reserved
+        self.accelerator = candidate.queued.shape.accelerator
+        self.host_ports.extend(candidate.queued.pod.host_ports)
+        self.pods.append(candidate.queued.pod)
+
+    # ------------------------------------------------------------------ options
+    def set_options(self, options: list[TypeOption], memo: Memo) -> None:
+        """Keep ``options`` (non-empty, largest first: the requirement-compatible types; fit is checked lazily)."""
+        self.options = options
+        cached = memo.envelopes.get(id(options))
+        if cached is None or cached[0] is not options:
+            max_allocatable, max_capacity = options[0].allocatable, options[0].capacity
+            for t in options[1:]:
+                max_allocatable = largest(max_allocatable, t.allocatable)
+                max_capacity = largest(max_capacity, t.capacity)
+            cached = (options, max_allocatable, max_capacity)
+            memo.envelopes[id(options)] = cached
+        self.max_allocatable, self.max_capacity = cached[1], cached[2]
+
+    def _narrow(self, alternative: Requirements, memo: Memo) -> tuple[Requirements, list[TypeOption]] | str:
+        """The node's requirements and options narrowed by ``alternative``, or why they cannot be."""
+        reason = self.requirements.compatible(alternative, self.template.allow_undefined)
+        if reason is not None:
+            return reason
+        requirements = self.requirements & alternative
+        if requirements.infeasible_keys():
+            return f"requirements on {', '.join(requirements.infeasible_keys())} cannot be met"
+        if requirements == self.requirements:
+            return requirements, self.options
+        options = [t for t in self.options if allows(memo, t, requirements)]
+        if not options:
+            return "no instance type left"
+        return requirements, options
+
+    def price_with(self, options: list[TypeOption], requirements: Requirements, total: Vector,
+                   memo: Memo) -> PriceFit | None:
+        """The cheapest of ``options`` holding ``total`` under ``requirements``; None when none does.
+
+        The scan resumes where the node's last one stopped: a type too small for fewer pods is
+        too small for more, so each node's scans add up to one pass over its options.
+        """
+        priced = by_price(memo, options, requirements)
+        return first_fit(priced, total, self.price_index if priced is self.price_list else 0)
+
+    # ------------------------------------------------------------------ limits
+    def within_limits(self, capacity: Vector) -> bool:
+        """True when holding ``capacity`` for this node keeps its Provisioner within its limits."""
+        template = self.template
+        assert template.limits is not None
+        budget = minus(minus(template.limits, template.usage), minus(template.reserved, self.reserved))
+        return template.within(capacity, budget)
+
+    def limit_envelope(self, memo: Memo) -> Vector:
+        """Largest allocatable (per resource) among the node's options it may grow into within limits.
+
+        An option qualifies when its capacity of the first limited resource (cpu for the usual
+        Provisioner) fits ``limits - usage - (reserved - self.reserved)``, the budget
+        :meth:`within_limits` checks. Every option a placement could pick (narrowed, pinned or
+        port-filtered) is one of ``self.options`` and must meet that budget, so a pod whose total
+        does not fit this envelope cannot join the node: a necessary condition (exact with one
+        limited resource, looser with several), never a wrong refusal. O(log options): the
+        options sorted by that capacity with prefix maxima of allocatable are cached per list.
+        """
+        template = self.template
+        assert template.limits is not None
+        dim = template.first_limited
+        if dim < 0:
+            return self.max_allocatable
+        headroom = template.limits[dim] - template.usage[dim] - template.reserved[dim] + self.reserved[dim]
+        if self.max_capacity[dim] <= headroom:
+            return self.max_allocatable  # every option is within the limits: nothing to cut
+        options = self.options
+        zero = template.dimensions.zero
+        cached = memo.limit_envelopes.get((id(options), dim))
+        if cached is None or cached[0] is not options:
+            capacities, envelopes = [], []
+            envelope = zero
+            for t in sorted(options, key=lambda t: t.capacity[dim]):
+                envelope = largest(envelope, t.allocatable)
+                capacities.append(t.capacity[dim])
+                envelopes.append(envelope)
+            cached = (options, capacities, envelopes)
+            memo.limit_envelopes[(id(options), dim)] = cached
+        count = bisect_right(cached[1], headroom)
+        return cached[2][count - 1] if count else zero
+
+
+# --------------------------------------------------------------------------- topology domains of options
+def domains_of(memo: Memo, options: list[TypeOption], requirements: Requirements, key: str) -> frozenset[str]:
+    """The values of undecided ``key`` a node with ``options`` and ``requirements`` could take.
+
+    A value only a too-small type offers is caught by the fit check after pinning.
+    """
+    memo_key = (id(options), requirements, key)
+    cached = memo.domains.get(memo_key)
+    if cached is None or cached[0] is not options:
+        cached = (options, frozenset(v for t in options for v in option_domains(memo, t, requirements, key)))
+        memo.domains[memo_key] = cached
+    return cached[1]
+
+
+def pin(memo: Memo, requirements: Requirements, options: list[TypeOption],
+        pins: Mapping[str, str]) -> tuple[Requirements, list[TypeOption]]:
+    """``requirements`` with topology keys pinned to one value each, and the options that still offer them."""
+    key = (id(options), requirements, tuple(sorted(pins.items())))
+    cached = memo.pinned.get(key)
+    if cached is None or cached[0] is not options:
+        pinned = requirements & Requirements(Requirement.of(k, IN, (v,)) for k, v in pins.items())
+        cached = (options, pinned, [t for t in options if allows(memo, t, pinned)])
+        memo.pinned[key] = cached
+    return cached[1], cached[2]
+
+
+# --------------------------------------------------------------------------- opening a node
+def open_node(index: int, template: NodeTemplate, queued: QueuedPod, constraints: list[TopologyConstraint],
+              alternative: Requirements, requirements: Requirements, options: list[TypeOption],
+              topology: Topology, memo: Memo) -> Candidate | str:
+    """A new node of ``template`` for ``queued`` (the placement that opens it), or why not.
+
+    ``requirements`` and ``options`` come from
+    :func:`~provisioner.scheduling.solver.templates.options_for`; topology pins a domain and,
+    under limits, options beyond what the Provisioner has left are dropped.
+    """
+    zero = template.dimensions.zero
+    node = OpenNode(index=index, hostname=f"planned-node-{index}", template=template,
+                    requirements=template.requirements, requested=zero, reserved=zero)
+    node.set_options(options, memo)
+    check = topology.check(queued.shape, constraints, node, alternative,
+                           lambda key: domains_of(memo, options, requirements, key))
+    if check.reason is not None:
+        return check.reason
+    if check.pins:
+        requirements, options = pin(memo, requirements, options, check.pins)
+        if not options:
+            return "no instance type offers the topology domain"
+    node.requirements = requirements
+    node.set_options(options, memo)
+    fit = node.price_with(options, requirements, queued.requests, memo)
+    reserved = None
+    if template.limits is not None and fit is not None:
+        if not node.within_limits(fit.cheapest.option.capacity):
+            options = [t for t in options if node.within_limits(t.capacity)]
+            fit = node.price_with(options, requirements, queued.requests, memo) if options else None
+            if fit is None:
+                return template.limits_reason()
+            node.set_options(options, memo)
+        reserved = fit.cheapest.option.capacity
+    if fit is None:
+        return "no instance type offers the topology domain"
+    return Candidate(fit.price, node, queued, queued.requests, requirements, options, reserved, fit)

@@ -1,0 +1,329 @@
+"""The solve loop and its public values (Karpenter's ``scheduler.go``).
+
+:func:`solve` takes a :class:`SolverInput` and returns a :class:`Plan`; see the package
+docstring (:mod:`provisioner.scheduling.solver`) for the algorithm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from provisioner.api.types import Provisioner, Taint
+from provisioner.model import labels as wk
+from provisioner.model.requirements import IN, Requirement, Requirements
+from provisioner.model.resources import CPU, MEMORY, PODS, Resources
+from provisioner.scheduling.instancetypes import InstanceType, Offering
+from provisioner.scheduling.nodes import ClusterNode
+from provisioner.scheduling.pods import Pod, tolerates_all
+from provisioner.scheduling.solver.existing import ExistingFit, existing_nodes
+from provisioner.scheduling.solver.memo import Memo
+from provisioner.scheduling.solver.planned import PERMANENT, Candidate, OpenNode, open_node
+from provisioner.scheduling.solver.preferences import (
+    held_pod_affinity,
+    held_pod_anti_affinity,
+    held_spread,
+    requirement_alternatives,
+)
+from provisioner.scheduling.solver.pricing import launch_options
+from provisioner.scheduling.solver.queue import PodQueue, QueuedPod, shape_of
+from provisioner.scheduling.solver.templates import NodeTemplate, build_templates, offerings, options_for
+from provisioner.scheduling.solver.topology import Topology, TopologyConstraint
+from provisioner.scheduling.solver.vectors import Dimensions
+
+#: After a first fit, how many further planned nodes are tried for one that holds the pod in
+#: its slack (at no extra price): best-fit where it is free, bounded so big batches stay linear.
+SLACK_SEARCH = 4
+#: A price difference below this many USD/hour counts as none.
+_PRICE_EPSILON = 1e-12
+
+
+# =========================================================================== public values
+@dataclass(frozen=True)
+class SolverInput:
+    """Everything one solve needs.
+
+    ``instance_types`` maps a Provisioner name to its instance types (with offerings and
+    prices). ``provisioner_usage`` is the capacity already counted against each
+    Provisioner's limits (its existing and in-flight nodes). ``zones`` maps a Provisioner name
+    to the zones its subnets cover (None: no restriction beyond the offerings).
+    """
+
+    pods: Sequence[Pod]
+    provisioners: Sequence[Provisioner]
+    instance_types: Mapping[str, Sequence[InstanceType]]
+    nodes: Sequence[ClusterNode] = ()
+    daemonsets: Sequence[Pod] = ()
+    provisioner_usage: Mapping[str, Resources] = field(default_factory=dict)
+    zones: Mapping[str, frozenset[str]] | None = None
+
+
+@dataclass(frozen=True)
+class PlannedNode:
+    """A node to launch: its Provisioner, the pods it is for, and what may be bought for it.
+
+    ``instance_type_options`` are cheapest first (at most 60), each fitting every pod plus its
+    DaemonSet overhead; ``offering`` is the cheapest allowed offering of the first option and
+    ``price`` its USD/hour. ``labels`` and ``taints`` are those the node is launched with
+    (the Provisioner's, plus single-valued requirements such as a zone chosen for topology).
+    """
+
+    provisioner: str
+    pods: tuple[Pod, ...]
+    requirements: Requirements
+    instance_type_options: tuple[InstanceType, ...]
+    offering: Offering
+    price: float
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+
+    @property
+    def instance_type(self) -> InstanceType:
+        """The cheapest option (what the plan's price assumes)."""
+        return self.instance_type_options[0]
+
+
+@dataclass(frozen=True)
+class ExistingPlacement:
+    """Pods that fit an existing or in-flight node (kube-scheduler will bind them there)."""
+
+    node: str
+    pods: tuple[Pod, ...]
+
+
+@dataclass(frozen=True)
+class PodError:
+    """A pod the plan does not place, with a human reason (key and value sets when it's requirements)."""
+
+    pod: Pod
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    new_nodes: tuple[PlannedNode, ...] = ()
+    existing: tuple[ExistingPlacement, ...] = ()
+    unschedulable: tuple[PodError, ...] = ()
+
+    @property
+    def total_price(self) -> float:
+        """USD/hour of the new nodes (each at its cheapest option's offering)."""
+        return sum(n.price for n in self.new_nodes)
+
+
+# =========================================================================== the solve
+def _dimensions(given: SolverInput) -> Dimensions:
+    """Every resource name the solve meets, plus cpu, memory and pods."""
+    names: set[str] = {CPU, MEMORY, PODS}
+    for pod in given.pods:
+        names.update(pod.requests)
+    for ds in given.daemonsets:
+        names.update(ds.requests)
+    for types in given.instance_types.values():
+        for it in types:
+            names.update(it.capacity)
+    for node in given.nodes:
+        names.update(node.allocatable)
+    return Dimensions.of(names)
+
+
+def _pending(pod: Pod) -> bool:
+    """Pods bound to a node, being preempted for (nominated) or finished are not planned."""
+    return not (pod.node_name or pod.nominated_node_name or pod.phase in ("Succeeded", "Failed"))
+
+
+class _Solver:
+    """One solve: its templates, existing nodes, topology, caches and the nodes it opens."""
+
+    def __init__(self, given: SolverInput, cost_aware: bool = True) -> None:
+        self.input = given
+        self.cost_aware = cost_aware
+        self.dimensions = _dimensions(given)
+        self.memo = Memo()
+        self.templates: list[NodeTemplate] = build_templates(
+            self.memo, self.dimensions, given.provisioners, given.instance_types, given.daemonsets,
+            given.provisioner_usage, given.zones)
+        self.existing = existing_nodes(given.nodes, given.provisioners, self.dimensions)
+        self.new_nodes: list[OpenNode] = []
+        self.topology = Topology(self.templates, [n.labels for n in self.existing], self.memo)
+        running = [p for n in given.nodes if not n.marked_for_deletion for p in n.pods if not p.deleting]
+        self.topology.register(list(given.pods) + running)
+        for node in self.existing:
+            for pod in node.cluster_node.pods:
+                if not pod.deleting:
+                    self.topology.record(pod, node)
+
+    def solve(self) -> Plan:
+        queue = PodQueue(
+            QueuedPod(pod, self.dimensions.vector(pod.requests), shape_of(pod, self.topology, self.memo))
+            for pod in self.input.pods if _pending(pod)
+        )
+        failures = self.memo.failures
+        placed = 0
+        while (queued := queue.pop()) is not None:
+            failure_key = (queued.shape, queued.requests, queued.relaxation, placed)
+            error = failures.get(failure_key)
+            if error is None:
+                error = self.place(queued)
+            if error is None:
+                queue.placed()
+                placed += 1
+                continue
+            failures[failure_key] = error
+            queue.retry(queued, error)
+        return Plan(
+            new_nodes=tuple(self._launch(n) for n in self.new_nodes),
+            existing=tuple(ExistingPlacement(n.name, tuple(n.pods)) for n in self.existing if n.pods),
+            unschedulable=tuple(PodError(q.pod, q.error) for q in queue.remaining()),
+        )
+
+    # ------------------------------------------------------------------ placing one pod
+    def constraints(self, queued: QueuedPod) -> tuple[list[TopologyConstraint], list[Requirements]]:
+        """The pod's held topology constraints and node requirement alternatives."""
+        key = (queued.shape, queued.relaxation)
+        cached = self.memo.constraints.get(key)
+        if cached is None:
+            pod, relaxation = queued.pod, queued.relaxation
+            cached = (
+                self.topology.constraints(pod, held_spread(pod, relaxation), held_pod_affinity(pod, relaxation),
+                                          held_pod_anti_affinity(pod, relaxation)),
+                requirement_alternatives(queued.shape.base, queued.shape.terms, pod, relaxation),
+            )
+            self.memo.constraints[key] = cached
+        return cached
+
+    def place(self, queued: QueuedPod) -> str | None:
+        """Place ``queued`` on an existing node, a planned node or a new node; None, or why it fits nowhere."""
+        constraints, alternatives = self.constraints(queued)
+        for node in self.existing:
+            fit = node.can_add(queued, constraints, alternatives, self.topology, self.memo)
+            if isinstance(fit, ExistingFit):
+                node.add(queued)
+                self.topology.record(queued.pod, node, queued.shape)
+                return None
+        if self._place_on_planned(queued, constraints, alternatives):
+            return None
+        reasons: list[str] = []
+        for template in self.templates:
+            reason = self._open(queued, constraints, alternatives, template)
+            if reason is None:
+                return None
+            reasons.append(f"provisioner {template.provisioner.name}: {reason}")
+        if not self.templates:
+            reasons.append("no provisioner")
+        return "; ".join(reasons)
+
+    def _place_on_planned(self, queued: QueuedPod, constraints: list[TopologyConstraint],
+                          alternatives: list[Requirements]) -> bool:
+        """Place ``queued`` on a node planned so far; False when none takes it.
+
+        First fit, unless one of the next :data:`SLACK_SEARCH` nodes holds the pod for less
+        (cost-aware mode). Nodes that refused this kind of pod permanently are skipped next
+        time: a prefix pointer per (shape, relaxation, requests) keeps the scan short.
+        """
+        skip_key = (queued.shape, queued.relaxation, queued.requests)
+        skip = self.memo.skip
+        prefix = True
+        new_nodes = self.new_nodes
+        best: Candidate | None = None
+        looked = 0
+        for i in range(skip.get(skip_key, 0), len(new_nodes)):
+            if best is not None:
+                looked += 1
+                if looked > SLACK_SEARCH:
+                    break
+            outcome = new_nodes[i].can_add(queued, constraints, alternatives, self.topology, self.memo,
+                                           self.cost_aware)
+            if isinstance(outcome, Candidate):
+                if prefix:
+                    skip[skip_key] = i
+                    prefix = False
+                if not self.cost_aware:
+                    best = outcome
+                    break
+                if best is None or outcome.extra_price < best.extra_price - _PRICE_EPSILON:
+                    best = outcome
+                if outcome.extra_price <= _PRICE_EPSILON:
+                    break
+            elif prefix:
+                if outcome is PERMANENT:
+                    skip[skip_key] = i + 1
+                else:
+                    prefix = False
+        if best is None:
+            return False
+        self._commit(best)
+        return True
+
+    def _open(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternatives: list[Requirements],
+              template: NodeTemplate) -> str | None:
+        """Open a new node of ``template`` for ``queued``; None, or why the template cannot."""
+        pod = queued.pod
+        reason = tolerates_all(pod.tolerations, template.taints, queued.relaxation.prefer_no_schedule)
+        if reason is not None:
+            return reason
+        last = "no compatible requirements"
+        for alternative in alternatives:
+            screened = options_for(self.memo, template, pod, queued.shape.accelerator, queued.requests, alternative)
+            if isinstance(screened, str):
+                last = screened
+                continue
+            opened = open_node(len(self.new_nodes), template, queued, constraints, alternative, *screened,
+                               self.topology, self.memo)
+            if isinstance(opened, str):
+                last = opened
+                continue
+            self.new_nodes.append(opened.node)
+            self._commit(opened)
+            return None
+        return last
+
+    def _commit(self, candidate: Candidate) -> None:
+        candidate.node.add(candidate, self.memo)
+        self.topology.record(candidate.queued.pod, candidate.node, candidate.queued.shape)
+
+    # ------------------------------------------------------------------ the plan
+    def _launch(self, node: OpenNode) -> PlannedNode:
+        """What to launch for ``node``: its cheapest options (none larger than what it holds against limits)."""
+        template = node.template
+        chosen = launch_options(self.memo, node.options, node.requirements, node.requested)
+        if template.limits is not None:
+            chosen = [e for e in chosen if template.within(e.option.capacity, node.reserved)]
+        options = tuple(e.option.instance_type for e in chosen)
+        offered = [o for e in chosen for o in offerings(self.memo, e.option, node.requirements)]
+        requirements = node.requirements & Requirements((
+            Requirement.of(wk.INSTANCE_TYPE, IN, [it.name for it in options]),
+            Requirement.of(wk.ZONE, IN, sorted({o.zone for o in offered})),
+            Requirement.of(wk.CAPACITY_TYPE, IN, sorted({o.capacity_type for o in offered})),
+        ))
+        labels = {**requirements.labels(), **template.labels}
+        labels.pop(wk.HOSTNAME, None)
+        return PlannedNode(
+            provisioner=template.provisioner.name,
+            pods=tuple(node.pods),
+            requirements=requirements,
+            instance_type_options=options,
+            offering=chosen[0].offering,
+            price=chosen[0].price,
+            labels=labels,
+            taints=template.taints,
+        )
+
+
+def solve(given: SolverInput) -> Plan:
+    """Plan new nodes and placements for ``given.pods`` (see :mod:`provisioner.scheduling.solver`).
+
+    Pods bound to a node (``node_name``), being preempted for (``nominated_node_name``) or
+    finished are left out of the plan. Raises ValueError only for an invalid Provisioner (an
+    unknown requirement operator, a malformed limit).
+    """
+    return _Solver(given).solve()
+
+
+def solve_first_fit(given: SolverInput) -> Plan:
+    """The plain first-fit-decreasing baseline over the same constraints and options.
+
+    Identical to :func:`solve` except that a planned node accepts any pod that still fits some
+    option, however much that raises its price (Karpenter's rule). Benchmarks compare against it.
+    """
+    return _Solver(given, cost_aware=False).solve()

@@ -1,0 +1,318 @@
+"""Node templates: what a new node of each Provisioner may be (Karpenter's ``nodeclaimtemplate.go``).
+
+A :class:`NodeTemplate` holds one Provisioner's requirements (narrowed to what its instance
+types offer), taints, labels and limits, and its instance types as :class:`TypeOption` values:
+each with its allocatable less the DaemonSet overhead that lands on a node of that type, so
+every fit check already counts the DaemonSets. Templates come in the order the solver tries
+them (``weight`` desc, then name: :func:`provisioner.scheduling.provisioners.order_provisioners`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from operator import le
+
+from provisioner.api.types import Provisioner, Taint
+from provisioner.model import labels as wk
+from provisioner.model.quantity import format_quantity
+from provisioner.model.requirements import IN, Requirement, Requirements
+from provisioner.model.resources import Resources
+from provisioner.scheduling.instancetypes import InstanceType, Offering
+from provisioner.scheduling.pods import HostPort, Pod, tolerates_all
+from provisioner.scheduling.provisioners import (
+    order_provisioners,
+    provisioner_limits,
+    provisioner_requirements,
+    provisioner_taints,
+)
+from provisioner.scheduling.solver.memo import Memo
+from provisioner.scheduling.solver.vectors import Dimensions, Vector, minus
+
+#: Keys an instance type or offering fills in at launch: a pod may ask for them even when the
+#: Provisioner does not mention them.
+LAUNCH_KEYS = frozenset({wk.ZONE, wk.INSTANCE_TYPE, wk.ARCH, wk.OS, wk.CAPACITY_TYPE})
+
+
+@dataclass(eq=False, slots=True)
+class TypeOption:
+    """An instance type as one template offers it.
+
+    ``allocatable`` is the type's allocatable minus the requests of the DaemonSets that would
+    run on a node of this template and type; ``capacity`` the type's capacity (what limits
+    count); ``daemonset_ports`` the host ports those DaemonSets take.
+    """
+
+    instance_type: InstanceType
+    allocatable: Vector
+    capacity: Vector
+    accelerator: bool
+    daemonset_ports: tuple[HostPort, ...]
+
+
+@dataclass(eq=False, slots=True)
+class NodeTemplate:
+    """A Provisioner as a source of new nodes.
+
+    ``requirements`` are the Provisioner's, with its subnets' zones, narrowed to the zones,
+    capacity types, architectures and operating systems its options offer (Karpenter's
+    effective requirements). ``options`` are sorted largest allocatable first. ``limits``,
+    ``usage`` and ``reserved`` are vectors: the Provisioner's limits (None: unlimited), the
+    capacity its existing nodes already count, and the capacity the nodes planned so far hold.
+    ``limited`` lists the positions of limited resources; ``first_limited`` the first of them
+    (-1: none). ``allow_undefined`` are the keys a pod may require although the template does
+    not define them (the launch keys and every label key an option carries).
+    """
+
+    index: int
+    provisioner: Provisioner
+    requirements: Requirements
+    taints: tuple[Taint, ...]
+    labels: dict[str, str]
+    options: list[TypeOption]
+    limits: Vector | None
+    usage: Vector
+    reserved: Vector
+    allow_undefined: frozenset[str]
+    dimensions: Dimensions
+    limited: tuple[int, ...]
+    first_limited: int
+
+    def budget(self) -> Vector:
+        """``limits - usage - reserved``: the capacity a new node may still hold."""
+        assert self.limits is not None
+        return minus(minus(self.limits, self.usage), self.reserved)
+
+    def within(self, capacity: Vector, budget: Vector) -> bool:
+        """True when ``capacity`` fits ``budget`` in every limited resource."""
+        for i in self.limited:
+            if capacity[i] > budget[i]:
+                return False
+        return True
+
+    def limits_text(self) -> str:
+        """``cpu: 8 in use or planned of 8``, per limited resource."""
+        assert self.limits is not None
+        names = self.dimensions.names
+        return ", ".join(
+            f"{names[i]}: {format_quantity(names[i], self.usage[i] + self.reserved[i])} in use or planned of "
+            f"{format_quantity(names[i], self.limits[i])}"
+            for i in self.limited
+        )
+
+    def smallest_addition(self, options: Sequence[TypeOption]) -> str:
+        """``cpu: 4``: per limited resource, the least capacity any of ``options`` would add."""
+        names = self.dimensions.names
+        return ", ".join(
+            f"{names[i]}: {format_quantity(names[i], min(t.capacity[i] for t in options))}" for i in self.limited
+        )
+
+    def limits_reason(self, options: Sequence[TypeOption] = ()) -> str:
+        """Why a node of this template would exceed its Provisioner's limits."""
+        text = self.limits_text()
+        if options:
+            text += f"; the smallest instance type that fits the pod adds {self.smallest_addition(options)}"
+        return f"would exceed limits of provisioner {self.provisioner.name} ({text})"
+
+    def no_option_reason(self, requirements: Requirements, accelerator: bool) -> str:
+        """Why no option of this template meets ``requirements`` for a pod (with accelerators or not)."""
+        if not self.options:
+            return "no instance type matches the provisioner's requirements"
+        if not accelerator and all(t.accelerator for t in self.options):
+            return "only accelerator instance types are allowed and the pod asks for none"
+        if accelerator and not any(t.accelerator for t in self.options):
+            return "no accelerator instance type for a pod that asks for one"
+        return f"no instance type meets {requirements}"
+
+
+# --------------------------------------------------------------------------- options
+def offerings(memo: Memo, option: TypeOption, requirements: Requirements) -> tuple[Offering, ...]:
+    """Available offerings of ``option`` whose zone and capacity type ``requirements`` allow."""
+    key = (option, requirements.get(wk.ZONE), requirements.get(wk.CAPACITY_TYPE))
+    found = memo.offerings.get(key)
+    if found is None:
+        found = option.instance_type.available_offerings(requirements)
+        memo.offerings[key] = found
+    return found
+
+
+def cheapest_offering(memo: Memo, option: TypeOption, requirements: Requirements) -> Offering | None:
+    """The cheapest allowed offering (ties: capacity type, then zone, by name); None when none is."""
+    found = offerings(memo, option, requirements)
+    if not found:
+        return None
+    return min(found, key=lambda o: (o.price, o.capacity_type, o.zone))
+
+
+def allows(memo: Memo, option: TypeOption, requirements: Requirements) -> bool:
+    """True when ``option`` meets ``requirements`` and has an allowed offering."""
+    return (option.instance_type.requirements.intersects(requirements) is None
+            and bool(offerings(memo, option, requirements)))
+
+
+def option_domains(memo: Memo, option: TypeOption, requirements: Requirements, key: str) -> set[str]:
+    """Values of ``key`` a node of ``option`` under ``requirements`` may take (empty: undecidable)."""
+    if key in (wk.ZONE, wk.CAPACITY_TYPE):
+        found = offerings(memo, option, requirements)
+        return {o.zone if key == wk.ZONE else o.capacity_type for o in found}
+    requirement = (requirements & option.instance_type.requirements).get(key)
+    if requirement is None or requirement.complement:
+        return set()
+    return set(requirement.values)
+
+
+def any_fits(options: list[TypeOption], total: Vector) -> bool:
+    """True when some option holds ``total`` (options are sorted largest first, so this is quick)."""
+    for t in options:
+        if all(map(le, total, t.allocatable)):
+            return True
+    return False
+
+
+def fitting(options: list[TypeOption], total: Vector) -> list[TypeOption]:
+    """The options that hold ``total``, in their order."""
+    return [t for t in options if all(map(le, total, t.allocatable))]
+
+
+def without_port_conflicts(options: list[TypeOption], ports: tuple[HostPort, ...]) -> list[TypeOption]:
+    """The options whose DaemonSets take none of ``ports``."""
+    return [t for t in options if not any(hp.conflicts(o) for hp in ports for o in t.daemonset_ports)]
+
+
+# --------------------------------------------------------------------------- building
+def daemonset_runs_on(daemonset: Pod, node_requirements: Requirements) -> bool:
+    """True when ``daemonset``'s node selector and required node affinity allow such a node."""
+    base = Requirements.from_labels(daemonset.node_selector)
+    terms = daemonset.required_node_affinity or (Requirements(),)
+    return any(node_requirements.compatible(base & term, LAUNCH_KEYS) is None for term in terms)
+
+
+def _type_options(
+    dimensions: Dimensions, requirements: Requirements, taints: tuple[Taint, ...],
+    instance_types: Sequence[InstanceType], daemonsets: Sequence[Pod],
+) -> tuple[list[TypeOption], set[str]]:
+    """The options (largest allocatable first) and the label keys they carry."""
+    options: list[TypeOption] = []
+    label_keys: set[str] = set()
+    for it in instance_types:
+        if it.requirements.intersects(requirements) is not None or not it.available_offerings(requirements):
+            continue
+        node_requirements = requirements & it.requirements
+        overhead = Resources()
+        ports: list[HostPort] = []
+        for ds in daemonsets:
+            if tolerates_all(ds.tolerations, taints) is not None:
+                continue
+            if not daemonset_runs_on(ds, node_requirements):
+                continue
+            overhead = overhead + ds.requests
+            ports.extend(ds.host_ports)
+        options.append(TypeOption(it, dimensions.vector(it.allocatable - overhead), dimensions.vector(it.capacity),
+                                  it.has_accelerator, tuple(ports)))
+        label_keys.update(k for k, _ in it.labels)
+    options.sort(key=lambda t: (tuple(-x for x in t.allocatable), t.instance_type.name))
+    return options, label_keys
+
+
+def _offered(memo: Memo, requirements: Requirements, options: list[TypeOption]) -> Requirements:
+    """Karpenter's effective requirements: ``requirements`` narrowed to what ``options`` offer.
+
+    A pod asking for another zone, architecture or capacity type is then told the sets that exist.
+    """
+    found = [o for t in options for o in offerings(memo, t, requirements)]
+    return requirements & Requirements((
+        Requirement.of(wk.ZONE, IN, sorted({o.zone for o in found})),
+        Requirement.of(wk.CAPACITY_TYPE, IN, sorted({o.capacity_type for o in found})),
+        Requirement.of(wk.ARCH, IN, sorted({t.instance_type.arch for t in options})),
+        Requirement.of(wk.OS, IN, sorted({t.instance_type.os for t in options})),
+    ))
+
+
+def build_templates(
+    memo: Memo,
+    dimensions: Dimensions,
+    provisioners: Sequence[Provisioner],
+    instance_types: Mapping[str, Sequence[InstanceType]],
+    daemonsets: Sequence[Pod],
+    usage: Mapping[str, Resources],
+    zones: Mapping[str, frozenset[str]] | None,
+) -> list[NodeTemplate]:
+    """One template per Provisioner, in the order new nodes are tried.
+
+    ``instance_types``, ``usage`` and ``zones`` are keyed by Provisioner name (see
+    :class:`~provisioner.scheduling.solver.SolverInput`). Raises ValueError for an invalid
+    Provisioner (an unknown requirement operator, a malformed limit).
+    """
+    templates = []
+    for index, p in enumerate(order_provisioners(provisioners)):
+        requirements = provisioner_requirements(p)
+        if zones is not None and p.name in zones:
+            requirements = requirements.with_requirement(Requirement.of(wk.ZONE, IN, sorted(zones[p.name])))
+        taints = provisioner_taints(p)
+        options, label_keys = _type_options(dimensions, requirements, taints, instance_types.get(p.name, ()),
+                                            daemonsets)
+        if options:
+            requirements = _offered(memo, requirements, options)
+        limits = provisioner_limits(p)
+        limited = dimensions.indices(limits) if limits else ()
+        templates.append(NodeTemplate(
+            index=index, provisioner=p, requirements=requirements, taints=taints, labels=p.labels_with_name,
+            options=options, limits=dimensions.vector(limits) if limits is not None else None,
+            usage=dimensions.vector(usage.get(p.name, Resources())), reserved=dimensions.zero,
+            allow_undefined=LAUNCH_KEYS | frozenset(label_keys), dimensions=dimensions,
+            limited=limited, first_limited=limited[0] if limited else -1,
+        ))
+    return templates
+
+
+# --------------------------------------------------------------------------- a new node's options
+def options_for(memo: Memo, template: NodeTemplate, pod: Pod, accelerator: bool, requests: Vector,
+                alternative: Requirements) -> tuple[Requirements, list[TypeOption]] | str:
+    """A new node of ``template`` for ``pod`` alone, under ``alternative``: requirements and options.
+
+    Returns the node's requirements and the options that hold the pod (``requests``), or why
+    there are none.
+
+    Options must meet the requirements, match the pod's need for an accelerator, hold its
+    requests plus DaemonSet overhead, leave its host ports free of DaemonSets' and, under
+    limits, fit what the Provisioner has left.
+    """
+    key = (template.index, alternative)
+    if key in memo.template_compatibility:
+        reason = memo.template_compatibility[key]
+    else:
+        reason = template.requirements.compatible(alternative, template.allow_undefined)
+        if reason is None and (template.requirements & alternative).infeasible_keys():
+            reason = "requirements cannot be met together"
+        memo.template_compatibility[key] = reason
+    if reason is not None:
+        return f"incompatible requirements, {reason}"
+    requirements = template.requirements & alternative
+    types_key = (template.index, requirements, accelerator)
+    matching = memo.template_options.get(types_key)
+    if matching is None:
+        matching = [t for t in template.options if t.accelerator == accelerator and allows(memo, t, requirements)]
+        memo.template_options[types_key] = matching
+    if not matching:
+        return template.no_option_reason(requirements, accelerator)
+    fits_key = (template.index, requirements, accelerator, requests)
+    options = memo.template_fits.get(fits_key)
+    if options is None:
+        options = fitting(matching, requests)
+        memo.template_fits[fits_key] = options
+    if not options:
+        return f"no instance type has room for the pod's requests {_format_requests(pod.requests)} plus DaemonSet overhead"
+    if pod.host_ports:
+        options = without_port_conflicts(options, pod.host_ports)
+        if not options:
+            return "host port already used by a DaemonSet"
+    if template.limits is not None:
+        budget = template.budget()
+        if not any(template.within(t.capacity, budget) for t in options):
+            return template.limits_reason(options)
+    return requirements, options
+
+
+def _format_requests(resources: Resources) -> str:
+    """``cpu=1500m, memory=1Gi, pods=1``: amounts as Kubernetes quantities, as users read them."""
+    return ", ".join(f"{k}={format_quantity(k, v)}" for k, v in sorted(resources.items()))
