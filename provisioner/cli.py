@@ -31,7 +31,7 @@ SUBCOMMAND_MODULES = (
     "webhook.cli",            # groupless webhook
     "certs.cli",              # groupless certs generate
     "extender.cli",           # groupless extender
-    "provisioner.controllers.cli",  # groupless controller
+    "provisioner.app.controller",  # groupless controller
     "provisioner.plan",       # groupless plan
     "localcluster.cli",       # groupless dev-cluster, groupless demo
 )

@@ -14,6 +14,7 @@ import pytest
 
 from provisioner.api.defaults import default_provisioner
 from provisioner.api.schemas import load_provisioner
+from provisioner.app.controller import build_cloud_provider
 from provisioner.clock import FakeClock, rfc3339
 from provisioner.cloudprovider import kwok
 from provisioner.cloudprovider.catalogfiles import CatalogFileError
@@ -25,7 +26,6 @@ from provisioner.cloudprovider.types import (
     NodeRequest,
     NotFoundError,
 )
-from provisioner.controllers.cli import build_cloud_provider
 from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.kube.api import ApiError
 from provisioner.kube.events import EventRecorder

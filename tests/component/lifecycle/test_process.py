@@ -6,9 +6,9 @@ import json
 import threading
 import urllib.request
 
+from provisioner.app.controller import ControllerProcess
 from provisioner.cloudprovider.fake import FakeCloudProvider
 from provisioner.cloudprovider.types import Machine
-from provisioner.controllers.cli import ControllerProcess
 from provisioner.controllers.leaderelection import lease_holder
 from provisioner.kube.api import NotFoundError
 from provisioner.kube.fake import FakeKubeAPI

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import yaml
 
+from provisioner.app.controller import ControllerProcess
 from provisioner.clock import FakeClock
 from provisioner.cloudprovider.fake import FakeCloudProvider, make_instance_type
-from provisioner.controllers.cli import ControllerProcess
 from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.fake import FakeKubeAPI

@@ -170,7 +170,7 @@ def test_relative_links_resolve() -> None:
 
 def test_event_source_in_the_docs_is_the_controllers_component() -> None:
     components = set(re.findall(r"EventRecorder\([^)]*component=\"([\w-]+)\"",
-                                (REPO / "provisioner" / "controllers" / "cli.py").read_text()))
+                                (REPO / "provisioner" / "app" / "controller.py").read_text()))
     assert len(components) == 1
     (component,) = components
     for page in ("troubleshooting.md", "installation.md"):

@@ -10,10 +10,10 @@ import pytest
 
 from localcluster import build, pki
 from localcluster.cluster import ClusterError, LocalCluster, Settings
+from provisioner.app.controller import build_cloud_provider
 from provisioner.cli import build_parser
 from provisioner.clock import FakeClock
 from provisioner.cloudprovider.kwok import KwokCloudProvider
-from provisioner.controllers.cli import build_cloud_provider
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.settings import from_args
 
