@@ -232,23 +232,47 @@ def _env(args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(args: argparse.Namespace) -> int:
-    import json
+def component_line(name: str, entry: dict[str, Any], alive: Callable[[int], bool]) -> tuple[str, bool]:
+    """One component's line of ``dev-cluster status`` and whether it is running.
 
+    A supervised component (webhook, extender, controller) shows its own pid (not its
+    supervisor's), its supervisor's state (``running``, or ``back-off`` between an exit and the
+    restart) and its restart count; the others show ``restarts -``. ``EXITED``: the process
+    (or the supervisor) is gone.
+    """
+    from localcluster.supervisor import RUNNING, SupervisedComponent
+
+    supervised = SupervisedComponent.from_entry(entry)
+    pid = entry["pid"]
+    if not alive(int(entry["pgid"])):
+        state = "EXITED"
+    elif supervised is None:
+        state = "running"
+    else:
+        pid = supervised.child_pid if supervised.child_pid is not None else "-"
+        child_alive = supervised.child_pid is not None and alive(supervised.child_pid)
+        state = RUNNING if supervised.state == RUNNING and child_alive else "back-off"
+    restarts = "-" if supervised is None else str(supervised.restarts)
+    line = f"  {name:<24} pid {pid!s:<8} {state:<8} restarts {restarts:<3} log {entry['log']}"
+    return line, state == "running"
+
+
+def _status(args: argparse.Namespace) -> int:
     from localcluster.cluster import LocalCluster, _process_alive
+    from localcluster.supervisor import read_state
 
     cluster = LocalCluster(args.name)
-    if not cluster.state_file.exists():
+    state = read_state(cluster.state_file)
+    if state is None:
         print(f"cluster {args.name!r} is not running ({cluster.directory})")
         return 1
-    state = json.loads(cluster.state_file.read_text())
     print(f"cluster {args.name!r} in {cluster.directory}")
     print(f"  kubeconfig  {state['kubeconfig']}")
     healthy = True
     for name, entry in state["components"].items():
-        alive = _process_alive(int(entry["pgid"]))
-        healthy &= alive
-        print(f"  {name:<24} pid {entry['pid']:<8} {'running' if alive else 'EXITED':<8} log {entry['log']}")
+        line, running = component_line(name, entry, _process_alive)
+        healthy &= running
+        print(line)
     for name, port in sorted(state["ports"].items()):
         print(f"  port {name:<19} {port}")
     return 0 if healthy else 1

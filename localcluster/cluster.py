@@ -14,6 +14,9 @@ on its health endpoint, with its log in ``<cluster dir>/logs/<component>.log``. 
 down`` works from another shell; ``down`` stops every group (SIGTERM, then SIGKILL), so no
 process is left behind. In the foreground (tests, ``groupless demo``) each component also gets
 ``PR_SET_PDEATHSIG`` so that it dies with its parent even if the parent is killed hard.
+Groupless's own processes (webhook, extender, controller) run under a supervisor
+(:mod:`localcluster.supervisor`) that restarts them with back-off when they exit, as a kubelet
+would, and records their restart counts in the state file.
 
 Start order (each one waited for before the next): etcd, kube-apiserver, kube-controller-manager,
 moto (with the aws cloud provider), kwok, then Groupless's webhook (its CRD applied first and its
@@ -27,7 +30,6 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -46,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from localcluster import build, pki
+from localcluster import build, pki, supervisor
 from provisioner import yamlload
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -116,9 +118,7 @@ def available_subcommands() -> set[str]:
     return set()
 
 
-def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+_set_pdeathsig = supervisor.die_with_parent
 
 
 def _process_alive(pid: int) -> bool:
@@ -174,6 +174,8 @@ class Component:
     argv: list[str]
     log: Path
     process: subprocess.Popen[bytes] | None = None
+    #: Run under localcluster.supervisor (``argv`` is then the supervisor's command line).
+    supervised: bool = False
 
     @property
     def pid(self) -> int:
@@ -364,46 +366,51 @@ class LocalCluster:
                 for name, entry in reversed(list(state.get("components", {}).items())):
                     if name not in stopped and stop_process_group(int(entry["pgid"]), entry["argv"][0]):
                         stopped.append(name)
-            with contextlib.suppress(FileNotFoundError):
-                self.state_file.unlink()
+            supervisor.remove_state(self.state_file)
         self.components = []
         if stopped and not quiet:
             print(f"stopped {', '.join(stopped)}", file=sys.stderr)
         return stopped
 
     # ----- process plumbing ---------------------------------------------------------------
-    def _spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Component:
+    def _spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
+               supervised: bool = False) -> Component:
         log = self.log_path(name)
-        handle = log.open("ab")
-        process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            cwd=self.directory,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,  # own process group: `down` kills the whole group
-            preexec_fn=_set_pdeathsig if self._tie_to_parent else None,  # noqa: PLW1509
-        )
-        handle.close()
-        component = Component(name, list(argv), log, process)
-        self.components.append(component)
-        self._save_state()
+        if supervised:
+            argv = supervisor.supervise_command(name, self.state_file, argv)
+        # under the state file's lock: a supervisor's first report waits until its entry exists
+        with supervisor.locked_state(self.state_file, create=True) as state, log.open("ab") as handle:
+            process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                cwd=self.directory,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,  # own process group: `down` kills the whole group
+                preexec_fn=_set_pdeathsig if self._tie_to_parent else None,  # noqa: PLW1509
+            )
+            component = Component(name, list(argv), log, process, supervised)
+            self.components.append(component)
+            assert state is not None
+            self._save_state(state)
         return component
 
-    def _save_state(self) -> None:
-        state = {
+    def _save_state(self, state: dict[str, Any]) -> None:
+        """Fill ``state`` (the file's content, under its lock) with ports and components.
+
+        What supervisors recorded in their entries (restarts, child pid, ...) is kept.
+        """
+        recorded = state.get("components") or {}
+        state.update({
             "name": self.name,
             "ports": self.ports,
             "kubeconfig": str(self.kubeconfig),
             "components": {
-                c.name: {"pid": c.pid, "pgid": c.pid, "argv": c.argv, "log": str(c.log)}
+                c.name: {**recorded.get(c.name, {}), "pid": c.pid, "pgid": c.pid, "argv": c.argv, "log": str(c.log)}
                 for c in self.components if c.process is not None
             },
-        }
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.state_file)
+        })
 
     def _wait(self, component: Component, probe: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + self.settings.start_timeout
@@ -415,12 +422,15 @@ class LocalCluster:
                 )
             with contextlib.suppress(OSError, ssl.SSLError, urllib.error.URLError, ValueError):
                 if probe():
-                    return
+                    break
             time.sleep(0.2)
-        raise ClusterError(
-            f"{component.name} did not become ready ({what}) within {self.settings.start_timeout:.0f}s; "
-            f"last lines of {component.log}:\n{tail(component.log)}"
-        )
+        else:
+            raise ClusterError(
+                f"{component.name} did not become ready ({what}) within {self.settings.start_timeout:.0f}s; "
+                f"last lines of {component.log}:\n{tail(component.log)}"
+            )
+        if component.supervised:
+            supervisor.mark_ready(self.state_file, component.name)  # from now on, an exit means a restart
 
     def _https_ok(self, url: str, client_cert: bool = True, verify: bool = True) -> bool:
         context = ssl.create_default_context(cafile=str(self.pki.ca.cert)) if verify else ssl._create_unverified_context()
@@ -527,7 +537,7 @@ class LocalCluster:
         g = self.pki.groupless
         component = self._spawn("webhook", self._groupless(
             "webhook", "--listen", f"127.0.0.1:{port}", "--tls-cert-file", str(g.cert), "--tls-key-file", str(g.key),
-        ), env=self._groupless_env())
+        ), env=self._groupless_env(), supervised=True)
         self._wait(component, lambda: self._https_ok(f"https://127.0.0.1:{port}/healthz", client_cert=False),
                    "/healthz answers ok")
 
@@ -537,7 +547,7 @@ class LocalCluster:
         component = self._spawn("extender", self._groupless(
             "extender", "--listen", f"127.0.0.1:{port}", "--tls-cert-file", str(g.cert), "--tls-key-file", str(g.key),
             "--kubeconfig", str(self.kubeconfig),
-        ), env=self._groupless_env())
+        ), env=self._groupless_env(), supervised=True)
         self._wait(component, lambda: self._https_ok(f"https://127.0.0.1:{port}/healthz", client_cert=False),
                    "/healthz answers ok")
 
@@ -571,7 +581,8 @@ class LocalCluster:
         return env
 
     def _start_controller(self) -> None:
-        component = self._spawn("controller", self._groupless("controller"), env=self.controller_environment())
+        component = self._spawn("controller", self._groupless("controller"), env=self.controller_environment(),
+                                supervised=True)
         url = f"http://127.0.0.1:{self.ports['controller-metrics']}/healthz"
         self._wait(component, lambda: self._http_ok(url), "/healthz answers ok")
 

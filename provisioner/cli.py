@@ -36,6 +36,10 @@ SUBCOMMAND_MODULES = (
     "localcluster.cli",       # groupless dev-cluster, groupless demo
 )
 
+#: Modules an installation may lack: the image leaves the dev cluster (``localcluster``) out,
+#: its subcommands run from a checkout.
+OPTIONAL_SUBCOMMAND_MODULES = frozenset({"localcluster.cli"})
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -45,7 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"groupless {version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module_name in SUBCOMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            # only the optional module (or its package) may be missing, not something it imports
+            missing = error.name or ""
+            if module_name in OPTIONAL_SUBCOMMAND_MODULES and f"{module_name}.".startswith(f"{missing}."):
+                continue
+            raise
+        module.register(subparsers)
     return parser
 
 
