@@ -65,6 +65,15 @@ class SolverInputs:
         """The snapshot's node views, with our own writes it does not show yet in their place (or added)."""
         return merged(self.views.nodes(snapshot), self.written(snapshot))
 
+    def warm(self, snapshot: Snapshot) -> None:
+        """Decode every node as the solver sees it, so that the next burst only pays for changes.
+
+        A view's :attr:`~provisioner.state.nodes.StateNode.solver_node` (its bound pods read by
+        the solver's reader) is built on first use and kept while the node and its pods are unchanged.
+        """
+        for view in self.views.nodes(snapshot).values():
+            _ = view.solver_node
+
     def provisionable(self, snapshot: Snapshot) -> list[Object]:
         """The snapshot's pending pods to provision for: not in flight, not holding a nomination a node honours."""
         return provisionable_pods(snapshot, self.nodes(snapshot), self.clock.now(), in_flight=self.ledger.in_flight())

@@ -226,8 +226,7 @@ class NodeProvisioner:
     def provision(self, snapshot: Snapshot, pods: Sequence[Object]) -> ProvisionResult:
         """Launch and nominate capacity for ``pods`` (from :meth:`provisionable`); warns about pods no Provisioner serves."""
         if not pods:
-            # keep the node views warm, so that the next burst only pays for changes
-            self.inputs.views.nodes(snapshot)
+            self.inputs.warm(snapshot)
             return ProvisionResult()
         return self._round(snapshot, pods, frozenset(), RoundPurpose.PENDING)
 
