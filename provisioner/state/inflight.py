@@ -189,10 +189,10 @@ class InFlightLedger:
                 if uid not in snapshot.pods or uid in snapshot.bound_pod_uids:
                     del self._displaced_from[uid]
 
-    def reserved(self, nodes: Mapping[str, Object], snapshot: Snapshot) -> dict[str, Resources]:
+    def reserved(self, nodes: Collection[str], snapshot: Snapshot) -> dict[str, Resources]:
         """Per target node, the room still promised (forgets the promises ``snapshot`` shows ended).
 
-        ``nodes``: the snapshot's Nodes with our own writes in their place. A promise holds while
+        ``nodes``: names of the snapshot's Nodes and of our own writes it does not show yet. A promise holds while
         its expiring node is in ``nodes`` and its pod is in ``snapshot``, bound to that node and
         not being deleted; after that the pod's owner recreates it (a new UID, pending) and the
         room is the new pod's to take.

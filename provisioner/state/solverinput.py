@@ -69,6 +69,31 @@ class BuiltInput:
     refused: tuple[Refused, ...] = ()
 
 
+@dataclass(frozen=True)
+class ReadPods:
+    """Pods already read for the solver (:func:`read_pods`) and those that could not be read."""
+
+    pods: tuple[Pod, ...]
+    refused: tuple[Refused, ...] = ()
+
+
+def read_pods(snapshot: Snapshot, pods: Iterable[Object]) -> ReadPods:
+    """``pods`` (wire objects) as the solver reads them, with their volume topology (bound PVs, StorageClasses).
+
+    A pod whose manifest cannot be read (:data:`DECODE_ERRORS`) is left out and listed as refused.
+    """
+    refused: list[Refused] = []
+    solver_pods: list[Pod] = []
+    for obj in pods:
+        try:
+            volumes = volume_requirements(obj, snapshot.persistent_volume_claims, snapshot.persistent_volumes,
+                                          snapshot.storage_classes)
+            solver_pods.append(pod_from_manifest(obj, volumes))
+        except DECODE_ERRORS as error:
+            refused.append(Refused("Pod", obj, str(error)))
+    return ReadPods(tuple(solver_pods), tuple(refused))
+
+
 def merged(views: Mapping[str, StateNode], written: Iterable[StateNode]) -> dict[str, StateNode]:
     """``views`` with ``written`` (views of Nodes this process wrote, newer than the snapshot) in their place.
 
@@ -179,7 +204,7 @@ def candidate_nodes(nodes: list[ClusterNode], pods: Sequence[Pod]) -> list[Clust
 def build_solver_input(
     snapshot: Snapshot,
     nodes: Mapping[str, StateNode],
-    pods: Sequence[Object],
+    pods: Sequence[Object] | ReadPods,
     instance_types: Mapping[str, Sequence[InstanceType]],
     *,
     now: float,
@@ -188,7 +213,10 @@ def build_solver_input(
     exclude: Collection[str] = (),
     provisioners: Mapping[str, Provisioner] | None = None,
 ) -> BuiltInput:
-    """The solver input for ``pods`` (wire objects) over ``snapshot`` and its node views (see the module docstring).
+    """The solver input for ``pods`` over ``snapshot`` and its node views (see the module docstring).
+
+    ``pods``: wire objects, or pods already read (:func:`read_pods`: a caller that needs them
+    before the rest of the input, or solves some of them again).
 
     ``nodes``: :meth:`NodeViews.nodes(snapshot) <provisioner.state.nodes.NodeViews.nodes>`.
     ``instance_types``: per Provisioner name; a Provisioner without an entry is not offered.
@@ -196,15 +224,9 @@ def build_solver_input(
     room promised there), ``exclude`` (node names): the controller's own knowledge.
     ``provisioners``: default :func:`active_provisioners`.
     """
-    refused: list[Refused] = []
-    solver_pods: list[Pod] = []
-    for obj in pods:
-        try:
-            volumes = volume_requirements(obj, snapshot.persistent_volume_claims, snapshot.persistent_volumes,
-                                          snapshot.storage_classes)
-            solver_pods.append(pod_from_manifest(obj, volumes))
-        except DECODE_ERRORS as error:
-            refused.append(Refused("Pod", obj, str(error)))
+    read = pods if isinstance(pods, ReadPods) else read_pods(snapshot, pods)
+    solver_pods = list(read.pods)
+    refused = list(read.refused)
     daemonsets: list[Pod] = []
     for ds in snapshot.daemonsets:
         try:

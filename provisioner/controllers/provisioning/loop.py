@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
 
 from provisioner import metrics
 from provisioner.api.types import Provisioner
@@ -29,16 +30,24 @@ from provisioner.controllers.provisioning.provisioner import (
     ProvisionResult,
     replacement_nodes,
 )
-from provisioner.controllers.provisioning.rules import _key, _nominated_on, _uid
-from provisioner.controllers.provisioning.selection import not_provisionable_reason
 from provisioner.kube.api import KubeAPI, Object, WatchEvent
 from provisioner.kube.events import EventRecorder
+from provisioner.model import labels as wk
+from provisioner.model import nominations as nom
+from provisioner.model import objects
+from provisioner.model.pods import not_provisionable_reason
 from provisioner.scheduling.solver import Plan, SolverInput, solve
 from provisioner.settings import ProvisioningSettings
 from provisioner.state.cluster import ClusterState
 from provisioner.state.inflight import InFlightLedger
 
 log = logging.getLogger(__name__)
+
+
+def _nominated_on(node: Mapping[str, Any]) -> Collection[str]:
+    """UIDs of the pods a Node's ``groupless.dev/nominations`` annotation names (deadline not considered)."""
+    raw = objects.annotations_of(node).get(wk.NOMINATIONS_ANNOTATION)
+    return nom.decode(raw if isinstance(raw, str) else None).pods
 
 
 def _format_duration(seconds: float) -> str:
@@ -79,7 +88,7 @@ class ProvisioningController:
             recorder,
             self.settings,
             self.ledger,
-            SolverInputs(clock, self.cloud, self.ledger, recorder),
+            SolverInputs(clock, self.cloud, self.ledger, recorder, state.node_views),
             self.launcher,
             solver,
         )
@@ -110,7 +119,7 @@ class ProvisioningController:
         if kind != "Pod" or event.type == "DELETED":
             return
         if not_provisionable_reason(event.object) is None:
-            uid = _uid(event.object)
+            uid = objects.uid(event.object)
             if self.ledger.covers(uid):
                 return  # capacity is on its way: no new window for it
             self.batcher.add(uid)
@@ -231,7 +240,7 @@ class ProvisioningController:
         """
         if not self.state.synced():
             not_synced = ProvisionResult(
-                failed={_key(p): "the cluster state is not synced yet" for p in pods}, pods=len(pods)
+                failed={objects.key(p): "the cluster state is not synced yet" for p in pods}, pods=len(pods)
             )
             return replacement_nodes(not_synced, node_name)
         with self._round_lock:

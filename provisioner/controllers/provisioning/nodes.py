@@ -20,12 +20,9 @@ from typing import Any
 from provisioner.api.types import Provisioner
 from provisioner.cloudprovider.types import Machine
 from provisioner.model import labels as wk
-from provisioner.model.quantity import format_quantity, to_wire_resource_list
+from provisioner.model.quantity import to_wire_resource_list
 from provisioner.model.taints import Taint
 from provisioner.scheduling.instancetypes import InstanceType
-
-#: The provisioning controller's name for :func:`provisioner.model.quantity.format_quantity`.
-quantity_string = format_quantity
 
 
 def node_request_id(

@@ -1,10 +1,11 @@
 """The ``groupless.dev/nominations`` annotation of the controller's nodes: who is covered, pruning, adding.
 
-A pod nominated to a node is covered (not provisionable) while its nomination is active
-(deadline not passed, pod not bound) and the node can still honour it beside its bound pods
-(:func:`~provisioner.controllers.provisioning.rules._displaced`). Ended nominations are pruned
-at the start of every round; pods the solver places on an in-flight node are added to its
-nominations. Every write is a JSON patch with a ``test`` of the value read, so a concurrent
+The lifecycle is :mod:`provisioner.model.nominations`'s: a pod nominated to a node is covered
+(not provisionable, :func:`provisioner.state.solverinput.covered_pods`) while its nomination
+holds (:func:`~provisioner.model.nominations.held`) and the node can still honour it beside its
+bound pods (:func:`~provisioner.model.nominations.displaced`). Ended nominations
+(:func:`~provisioner.model.nominations.pruned`) and displaced ones are pruned at the start of
+every round; pods the solver places on an in-flight node are added to its nominations. Every write is a JSON patch with a ``test`` of the value read, so a concurrent
 change (the initialization controller moves the deadline) fails instead of being overwritten;
 the written Nodes are remembered in the
 :class:`~provisioner.state.inflight.InFlightLedger` until a snapshot shows them.
@@ -18,10 +19,10 @@ from typing import Any
 
 from provisioner.clock import Clock
 from provisioner.controllers.provisioning.inputs import SolverInputs
-from provisioner.controllers.provisioning.rules import BIND_GRACE_SECONDS, _bound_for, _displaced
 from provisioner.kube.api import ApiError, KubeAPI, NotFoundError, Object
 from provisioner.model import labels as wk
 from provisioner.model import nominations as nom
+from provisioner.model import objects
 from provisioner.scheduling.pods import Pod
 from provisioner.state.cluster import Snapshot
 from provisioner.state.inflight import InFlightLedger
@@ -60,7 +61,7 @@ def patch_nominations(api: KubeAPI, node_name: str, old: str | None, new: str | 
 class NodeNominations:
     """Reads and writes the nominations of the controller's nodes (see the module docstring).
 
-    ``inputs`` gives the snapshot's Nodes with the controller's own writes in their place.
+    ``inputs`` gives the snapshot's node views with the controller's own writes in their place.
     """
 
     def __init__(self, api: KubeAPI, clock: Clock, ledger: InFlightLedger, inputs: SolverInputs) -> None:
@@ -69,19 +70,6 @@ class NodeNominations:
         self.ledger = ledger
         self.inputs = inputs
 
-    def covered(self, snapshot: Snapshot) -> set[str]:
-        """Pods covered by capacity on its way: in flight (ours) or holding a valid nomination."""
-        now = self.clock.now()
-        result = set(self.ledger.in_flight())
-        for node in self.inputs.nodes(snapshot).values():
-            raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
-            if not raw:
-                continue
-            current = nom.active(nom.decode(raw), now, snapshot.bound_pod_uids)
-            name = (node.get("metadata") or {}).get("name") or ""
-            result.update(set(current.pods) - _displaced(node, current, snapshot.pods_on(name)))
-        return result
-
     def prune(self, snapshot: Snapshot) -> None:
         """Drop ended reservations (pod bound, deleted, deadline passed) from our nodes' annotations.
 
@@ -89,22 +77,15 @@ class NodeNominations:
         the ``test`` op of the patch holds the value the API server has.
         """
         now = self.clock.now()
-        present = set(snapshot.pods)
         self.ledger.release_displaced(snapshot)
-        for name, node in self.inputs.nodes(snapshot).items():
-            meta = node.get("metadata") or {}
-            raw = (meta.get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
-            if raw is None:
+        for name, view in self.inputs.nodes(snapshot).items():
+            raw = objects.annotations_of(view.node).get(wk.NOMINATIONS_ANNOTATION)
+            if not isinstance(raw, str):
                 continue
-            decoded = nom.decode(raw)
-            bound = snapshot.bound_pod_uids
-            ended = {
-                uid for uid in decoded.pods
-                if uid not in present or (uid in bound and _bound_for(snapshot.pods[uid], now) >= BIND_GRACE_SECONDS)
-            }
-            current = nom.active(decoded, now, ended)
+            decoded = view.nominations
+            current = nom.pruned(decoded, snapshot.pods, now)
             # the displacement check counts each bound pod once, as bound
-            displaced = _displaced(node, nom.active(current, now, bound), snapshot.pods_on(name))
+            displaced = view.displaced(nom.held(current, snapshot.pods, now))
             if displaced:
                 log.info("Nominated pod(s) %s no longer fit on node %s beside its bound pods; provisioning again",
                          ", ".join(sorted(current.pods[u].pod for u in displaced)), name)
@@ -125,9 +106,10 @@ class NodeNominations:
         Returns the Node the pods were added to (its labels name the instance type and zone),
         None when nothing was written (logged).
         """
-        node = self.inputs.nodes(snapshot).get(node_name)
-        if node is None:
+        view = self.inputs.nodes(snapshot).get(node_name)
+        if view is None:
             return None
+        node: Object = dict(view.node)
         patched: Object | None = None
         for attempt in range(2):
             if attempt:  # the cached node was stale: read the current one
@@ -136,9 +118,9 @@ class NodeNominations:
                 except ApiError as exc:
                     log.warning("Could not nominate %d pod(s) to node %s: %s", len(pods), node_name, exc)
                     return None
-            raw = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.NOMINATIONS_ANNOTATION)
-            current = nom.active(nom.decode(raw), self.clock.now(), snapshot.bound_pod_uids)
+            raw = objects.annotations_of(node).get(wk.NOMINATIONS_ANNOTATION)
             now = self.clock.now()
+            current = nom.held(nom.decode(raw if isinstance(raw, str) else None), snapshot.pods, now)
             deadline = current.deadline if current.deadline > now else new_deadline
             updated = current
             for pod in pods:

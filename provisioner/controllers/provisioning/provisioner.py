@@ -4,8 +4,10 @@ One round (:meth:`NodeProvisioner.provision` for pending pods, :meth:`NodeProvis
 for an expiring node's pods) takes the cluster snapshot (after :meth:`NodeProvisioner.provisionable`
 released what it shows from the ledger and pruned ended nominations) and:
 
-1. builds the solver input (:class:`~provisioner.controllers.provisioning.inputs.SolverInputs`:
-   pods, Provisioners, instance types, existing and in-flight nodes, DaemonSets, limit usage);
+1. builds the solver input (:func:`provisioner.state.solverinput.build_solver_input` over the
+   cache's node views, with the ledger's writes and promised room:
+   :class:`~provisioner.controllers.provisioning.inputs.SolverInputs`; pods, Provisioners,
+   instance types, existing and in-flight nodes, DaemonSets, limit usage);
 2. :meth:`~NodeProvisioner.schedule`: solves (pure :func:`provisioner.scheduling.solver.solve`)
    and checks each planned node against back-off and limits, giving :class:`Results`;
 3. :meth:`~NodeProvisioner.record`: writes the nominations of pods placed on in-flight nodes
@@ -24,7 +26,7 @@ Decisions and their sources:
   pod placed on an in-flight node is added to its nominations. Pods holding a valid nomination
   are not provisionable; a nomination is valid only while the pod still fits beside the pods
   bound to the node (kube-scheduler may bind others there first), else it ends and the pod
-  gets a new node (see :func:`~provisioner.controllers.provisioning.rules._displaced`). What
+  gets a new node (see :func:`provisioner.model.nominations.displaced`). What
   the cache does not show yet lives in the
   :class:`~provisioner.state.inflight.InFlightLedger`, so nothing is launched twice for one
   pod. Node requests carry a stable id (Provisioner + pod UIDs) so a retried launch is
@@ -47,7 +49,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from provisioner import metrics
 from provisioner.api.types import Provisioner
@@ -62,13 +64,13 @@ from provisioner.controllers.provisioning.launcher import (
     LaunchStatus,
     Offering,
 )
-from provisioner.controllers.provisioning.nodes import node_request_id, quantity_string, taint_dicts
+from provisioner.controllers.provisioning.nodes import node_request_id, taint_dicts
 from provisioner.controllers.provisioning.nominations import NodeNominations
-from provisioner.controllers.provisioning.rules import _key, _uid
-from provisioner.controllers.provisioning.selection import not_provisionable_reason, owner_kind
 from provisioner.kube.api import KubeAPI, Object
 from provisioner.kube.events import EventRecorder
 from provisioner.model import labels as wk
+from provisioner.model import objects
+from provisioner.model.quantity import format_quantity
 from provisioner.model.resources import Resources
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.nodes import ClusterNode
@@ -78,6 +80,7 @@ from provisioner.scheduling.solver import Plan, PlannedNode, SolverInput
 from provisioner.settings import ProvisioningSettings
 from provisioner.state.cluster import Snapshot
 from provisioner.state.inflight import InFlightLedger
+from provisioner.state.solverinput import DECODE_ERRORS, ReadPods, active_provisioners, read_pods
 
 log = logging.getLogger(__name__)
 
@@ -218,14 +221,12 @@ class NodeProvisioner:
         """Release what ``snapshot`` shows, prune ended nominations, and return the provisionable pods."""
         self.ledger.release(snapshot, self.clock.now())
         self.nominations.prune(snapshot)
-        nominated = self.nominations.covered(snapshot)
-        return [p for p in snapshot.pending_pods if not_provisionable_reason(p, nominated) is None]
+        return self.inputs.provisionable(snapshot)
 
     def provision(self, snapshot: Snapshot, pods: Sequence[Object]) -> ProvisionResult:
         """Launch and nominate capacity for ``pods`` (from :meth:`provisionable`); warns about pods no Provisioner serves."""
         if not pods:
-            # keep the decoded-node cache warm, so that the next burst only pays for changes
-            self.inputs.cluster_nodes(snapshot, frozenset())
+            self.inputs.warm(snapshot)
             return ProvisionResult()
         return self._round(snapshot, pods, frozenset(), RoundPurpose.PENDING)
 
@@ -242,7 +243,7 @@ class NodeProvisioner:
         self.ledger.release(snapshot, self.clock.now())
         pending = []
         for obj in pods:
-            if owner_kind(obj) in ("DaemonSet", "Node"):
+            if objects.controller_owner_kind(obj) in ("DaemonSet", "Node"):
                 continue  # their controller puts them on every node, the replacement included
             copy = dict(obj)
             spec = dict(copy.get("spec") or {})
@@ -268,17 +269,16 @@ class NodeProvisioner:
     ) -> ProvisionResult:
         round_ = _Round(
             snapshot=snapshot,
-            usage=self.inputs.usage(snapshot),
+            usage={},
             exclude=exclude,
-            pod_objects={_uid(p): p for p in pod_objects},
+            pod_objects={objects.uid(p): p for p in pod_objects},
             purpose=purpose,
         )
-        pods = self.inputs.pods(snapshot, pod_objects, round_.unschedulable)
-        provisioners = {
-            name: p
-            for name, p in snapshot.provisioners.items()
-            if not (snapshot.provisioner_objects.get(name, {}).get("metadata") or {}).get("deletionTimestamp")
-        }
+        read = read_pods(snapshot, pod_objects)
+        for refused in read.refused:
+            round_.unschedulable[objects.key(refused.obj)] = f"the pod cannot be read: {refused.reason}"
+        pods = list(read.pods)
+        provisioners = active_provisioners(snapshot)
         if not pods:
             return self._result(round_, 0)
         if not provisioners:
@@ -287,10 +287,10 @@ class NodeProvisioner:
             self._warn_unschedulable(round_)
             return self._result(round_, len(pods))
         instance_types = self.inputs.instance_types(provisioners, snapshot, round_.unavailable)
-        nodes = self.inputs.candidate_nodes(self.inputs.cluster_nodes(snapshot, exclude), pods)
-        daemonsets = self.inputs.daemonsets(snapshot)
+        given = self.inputs.build(snapshot, ReadPods(read.pods), instance_types, provisioners, exclude).input
+        round_.usage = dict(given.provisioner_usage)
         try:
-            self._solve_and_launch(pods, provisioners, instance_types, nodes, daemonsets, round_, attempt=0)
+            self._solve_and_launch(given, provisioners, round_, attempt=0)
         finally:
             # launches that ended without a node for their pods (errors, limits): not covered
             self.ledger.end_launches(pod.uid for pod in pods)
@@ -310,16 +310,9 @@ class NodeProvisioner:
         )
 
     def _solve_and_launch(
-        self,
-        pods: list[Pod],
-        provisioners: Mapping[str, Provisioner],
-        instance_types: Mapping[str, list[InstanceType]],
-        nodes: list[ClusterNode],
-        daemonsets: list[Pod],
-        round_: _Round,
-        attempt: int,
+        self, given: SolverInput, provisioners: Mapping[str, Provisioner], round_: _Round, attempt: int
     ) -> None:
-        results = self.schedule(pods, provisioners, instance_types, nodes, daemonsets, round_, attempt)
+        results = self.schedule(given, provisioners, round_, attempt)
         self.record(results, round_)
         if round_.nominate:  # covered from now on: the launches are in flight
             for job in results.launches:
@@ -339,37 +332,23 @@ class NodeProvisioner:
                 "Retrying %d pod(s) with the remaining offerings after insufficient capacity", len(retry)
             )
             fresh = self.inputs.instance_types(
-                {p: provisioners[p] for p in instance_types}, round_.snapshot, round_.unavailable
+                {p: provisioners[p] for p in given.instance_types}, round_.snapshot, round_.unavailable
             )
-            nodes_now = self.inputs.candidate_nodes(
-                self.inputs.cluster_nodes(round_.snapshot, round_.exclude), retry
-            )
-            self._solve_and_launch(retry, provisioners, fresh, nodes_now, daemonsets, round_, attempt + 1)
+            again = self.inputs.build(round_.snapshot, ReadPods(tuple(retry)), fresh, provisioners, round_.exclude)
+            self._solve_and_launch(again.input, provisioners, round_, attempt + 1)
 
     # ------------------------------------------------------------------ schedule
     def schedule(
-        self,
-        pods: list[Pod],
-        provisioners: Mapping[str, Provisioner],
-        instance_types: Mapping[str, list[InstanceType]],
-        nodes: list[ClusterNode],
-        daemonsets: list[Pod],
-        round_: _Round,
-        attempt: int,
+        self, given: SolverInput, provisioners: Mapping[str, Provisioner], round_: _Round, attempt: int
     ) -> Results:
-        """Solve, then check each planned node against back-off and limits (reserving its room in ``round_.usage``)."""
-        usable = [p for name, p in provisioners.items() if name in instance_types]
+        """Solve ``given`` against the round's limit usage, then check each planned node against back-off and limits.
+
+        The round's usage (``round_.usage``: the cluster's, plus the room of the nodes launched
+        in this round) replaces ``given``'s; each planned node that may launch reserves its room there.
+        """
+        nodes = given.nodes
         with metrics.time_call(metrics.SOLVE_DURATION):
-            plan = self.solver(
-                SolverInput(
-                    pods=pods,
-                    provisioners=usable,
-                    instance_types=instance_types,
-                    nodes=nodes,
-                    daemonsets=daemonsets,
-                    provisioner_usage=round_.usage,
-                )
-            )
+            plan = self.solver(replace(given, provisioner_usage=round_.usage))
         for error in plan.unschedulable:
             round_.unschedulable[error.pod.key] = error.reason
         if plan.new_nodes:
@@ -422,8 +401,8 @@ class NodeProvisioner:
             if over:
                 r = over[0]
                 reason = (
-                    f"{r} resource usage of {quantity_string(r, usage.get(r))} "
-                    f"exceeds limit of {quantity_string(r, limits.get(r))}"
+                    f"{r} resource usage of {format_quantity(r, usage.get(r))} "
+                    f"exceeds limit of {format_quantity(r, limits.get(r))}"
                 )
                 self._limit_exceeded(provisioner, planned, reason, round_)
                 return None
@@ -431,7 +410,7 @@ class NodeProvisioner:
             options = [t for t in options if all(t.capacity.get(r) <= headroom[r] for r in limits)]
             if not options:
                 reason = "every instance type option would exceed the limits " + ", ".join(
-                    f"{r}={quantity_string(r, limits.get(r))}" for r in limits
+                    f"{r}={format_quantity(r, limits.get(r))}" for r in limits
                 )
                 self._limit_exceeded(provisioner, planned, reason, round_)
                 return None
@@ -498,7 +477,7 @@ class NodeProvisioner:
         """``FailedProvisioning`` on each pending pod no Provisioner can serve (replacement rounds: none)."""
         if round_.purpose is not RoundPurpose.PENDING:
             return
-        by_key = {_key(obj): obj for obj in round_.pod_objects.values()}
+        by_key = {objects.key(obj): obj for obj in round_.pod_objects.values()}
         for key, reason in round_.unschedulable.items():
             obj = by_key.get(key)
             log.info("Unable to provision pod %s: %s", key, reason)
@@ -599,8 +578,8 @@ class NodeProvisioner:
         requests: dict[str, Resources] = {}
         for pod in pods:
             try:
-                requests[_uid(pod)] = pod_requests(pod)
-            except (ValueError, TypeError, AttributeError):
+                requests[objects.uid(pod)] = pod_requests(pod)
+            except DECODE_ERRORS:
                 continue
         targets: dict[str, tuple[str, ...]] = {n.name: n.pod_uids for n in result.launched}
         for target, uids in result.placed_existing.items():

@@ -180,3 +180,43 @@ def test_pods_nominated_to_an_in_flight_node_stay_covered_while_the_cache_lags_t
     covered = nominations(cluster)
     assert covered[first["metadata"]["uid"]] == [name]
     assert all(covered[p["metadata"]["uid"]] == [name] for p in late)
+
+
+def test_an_in_flight_node_with_the_cloud_provider_uninitialized_taint_still_takes_pods():
+    """``node.cloudprovider.kubernetes.io/uninitialized`` lasts until the cloud controller initialises the node.
+
+    Like ``karpenter.sh/not-ready`` it is hidden on a launching node, so a pod that does not
+    tolerate it is nominated to the in-flight node instead of launching a second node.
+    """
+    cluster = Cluster()
+    for _ in range(3):
+        cluster.pending_pod()
+    cluster.controller.reconcile()
+    assert len(cluster.cloud.create_calls) == 1
+    node = cluster.nodes()[0]
+    name = node["metadata"]["name"]
+    uninitialized = {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}
+    cluster.api.patch("Node", name, {"spec": {"taints": [*node["spec"]["taints"], uninitialized]}})
+    assert uninitialized in cluster.state.snapshot().nodes[name]["spec"]["taints"]
+
+    given = []
+    solve = cluster.controller.provisioner.solver
+
+    def recording(solver_input):
+        given.append(solver_input)
+        return solve(solver_input)
+
+    cluster.controller.provisioner.solver = recording
+    late = cluster.pending_pod(cpu="400m")
+    assert not late["spec"].get("tolerations")
+    result = cluster.controller.reconcile()
+    # the solver is handed the node as it will be once initialised: no taint left to tolerate
+    (in_flight,) = given[0].nodes
+    assert (in_flight.name, in_flight.in_flight, in_flight.taints) == (name, True, ())
+    assert len(cluster.cloud.create_calls) == 1
+    assert result.nodes == ()
+    assert result.nominated_existing == {name: (late["metadata"]["uid"],)}
+    annotation = json.loads(cluster.api.get("Node", name)["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION])
+    assert sorted(annotation["pods"]) == sorted(
+        p["metadata"]["uid"] for p in cluster.api.list("Pod")[0]
+    )

@@ -6,8 +6,9 @@ import pytest
 from provisioner.api.schemas import load_provisioner
 from provisioner.clock import FakeClock, RealClock
 from provisioner.controllers.provisioning import Batcher
-from provisioner.controllers.provisioning.nodes import node_request_id, node_taints, quantity_string
+from provisioner.controllers.provisioning.nodes import node_request_id, node_taints
 from provisioner.model.pods import not_provisionable_reason
+from provisioner.model.quantity import format_quantity
 from provisioner.settings import Batching, ProvisioningSettings
 
 from .harness import Cluster, walkthrough
@@ -106,13 +107,13 @@ def test_batcher_wait_blocks_until_the_window_closes():
 
 
 def test_quantities_in_kubelet_form():
-    assert quantity_string("cpu", 4000) == "4"
-    assert quantity_string("cpu", 3820) == "3820m"
-    assert quantity_string("memory", 30310 * 1024**2) == "30310Mi"
-    assert quantity_string("memory", 16 * 1024**3) == "16Gi"
-    assert quantity_string("memory", 2048) == "2Ki"
-    assert quantity_string("memory", 1000) == "1000"
-    assert quantity_string("pods", 58) == "58"
+    assert format_quantity("cpu", 4000) == "4"
+    assert format_quantity("cpu", 3820) == "3820m"
+    assert format_quantity("memory", 30310 * 1024**2) == "30310Mi"
+    assert format_quantity("memory", 16 * 1024**3) == "16Gi"
+    assert format_quantity("memory", 2048) == "2Ki"
+    assert format_quantity("memory", 1000) == "1000"
+    assert format_quantity("pods", 58) == "58"
 
 
 def test_request_ids_are_stable():
@@ -163,10 +164,10 @@ def test_run_loop_launches_from_watch_events_and_triggers():
 
 
 def test_full_nodes_are_left_out_unless_a_pod_counts_other_pods():
-    from provisioner.controllers.provisioning.inputs import SolverInputs
     from provisioner.model.resources import Resources
     from provisioner.scheduling.nodes import ClusterNode
     from provisioner.scheduling.pods import pod_from_manifest
+    from provisioner.state.solverinput import candidate_nodes
 
     full = ClusterNode(
         "full",
@@ -185,7 +186,7 @@ def test_full_nodes_are_left_out_unless_a_pod_counts_other_pods():
             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]},
         }
     )
-    assert [n.name for n in SolverInputs.candidate_nodes([full, roomy, deleting], [small])] == [
+    assert [n.name for n in candidate_nodes([full, roomy, deleting], [small])] == [
         "roomy"
     ]
     spread = pod_from_manifest(
@@ -204,7 +205,7 @@ def test_full_nodes_are_left_out_unless_a_pod_counts_other_pods():
             },
         }
     )
-    assert len(SolverInputs.candidate_nodes([full, roomy, deleting], [small, spread])) == 3
+    assert len(candidate_nodes([full, roomy, deleting], [small, spread])) == 3
 
 
 def test_loop_wakes_when_a_backoff_ends():

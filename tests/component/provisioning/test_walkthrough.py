@@ -2,8 +2,8 @@ import json
 import logging
 
 from provisioner.clock import parse_rfc3339
-from provisioner.controllers.provisioning.rules import BIND_GRACE_SECONDS
 from provisioner.model import labels as wk
+from provisioner.model.nominations import BIND_GRACE_SECONDS
 
 
 def test_three_inflate_pods_launch_one_node(cluster, caplog):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.controllers.provisioning.nodes import quantity_string
 from provisioner.model.quantity import (
     QuantityError,
     format_quantity,
@@ -37,7 +36,6 @@ def test_lenient_reader_skips_unreadable_entries_and_keeps_zeros() -> None:
 
 
 def test_one_formatter_in_kubelets_form() -> None:
-    assert quantity_string is format_quantity
     assert [format_quantity("cpu", v) for v in (4000, 3820, 0)] == ["4", "3820m", "0"]
     assert format_quantity("memory", 30310 * MIB) == "30310Mi"
     assert format_quantity("memory", 16 * GIB) == "16Gi"

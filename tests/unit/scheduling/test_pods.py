@@ -4,7 +4,6 @@ from provisioner.api.types import Taint
 from provisioner.model.pods import is_daemonset_pod, is_static_pod, is_terminal
 from provisioner.model.resources import MIB
 from provisioner.scheduling.daemonsets import daemonset_pod
-from provisioner.scheduling.nodes import node_from_manifest
 from provisioner.scheduling.pods import Toleration, pod_from_manifest, pod_requests, tolerates_all
 from tests.builders.pods import manifest
 
@@ -95,37 +94,3 @@ def test_daemonset_pod_gets_identity_and_default_tolerations():
     assert tolerates_all(pod.tolerations, [Taint("node.kubernetes.io/unschedulable", "NoSchedule")]) is None
 
 
-def test_node_from_manifest_counts_bound_pods_and_nominations():
-    node = {
-        "metadata": {"name": "n1", "labels": {"karpenter.sh/provisioner-name": "default"},
-                     "annotations": {"groupless.dev/nominations":
-                                     '{"deadline": "2099-01-01T00:00:00Z", "pods": {"u9": {"pod": "d/p9", "requests": {"cpu": 500}}, "u1": {"pod": "d/a", "requests": {"cpu": 250}}}}'}},
-        "spec": {"taints": [{"key": "karpenter.sh/not-ready", "effect": "NoSchedule"}]},
-        "status": {"allocatable": {"cpu": "3820m", "memory": "29217Mi", "pods": "58"}},
-    }
-    bound = manifest("a", cpu="250m", uid="u1", spec={"nodeName": "n1"})
-    done = manifest("b", cpu="4", uid="u2", spec={"nodeName": "n1"}, status={"phase": "Succeeded"})
-    other = manifest("c", cpu="1", uid="u3", spec={"nodeName": "n2"})
-    cn = node_from_manifest(node, [bound, done, other])
-    assert cn.requested == {"cpu": 750, "pods": 2}
-    assert cn.allocatable["memory"] == 29217 * MIB
-    assert (cn.provisioner, cn.in_flight, cn.marked_for_deletion) == ("default", True, False)
-    assert [p.name for p in cn.pods] == ["a"]
-
-
-def test_cordoned_node_gets_the_unschedulable_taint():
-    node = {"metadata": {"name": "n"}, "spec": {"unschedulable": True},
-            "status": {"allocatable": {"cpu": "2"}, "conditions": [{"type": "Ready", "status": "True"}]}}
-    cn = node_from_manifest(node, [])
-    assert [(t.key, t.effect) for t in cn.taints] == [("node.kubernetes.io/unschedulable", "NoSchedule")]
-    assert cn.in_flight is False
-
-
-def test_daemonset_pinned_pods_count_on_their_node():
-    ds_pod = manifest("agent-x", cpu="200m", uid="d1", spec={"nodeName": "n1", "affinity": {"nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}})
-    pod = pod_from_manifest(ds_pod)
-    assert str(pod.required_node_affinity[0]) == "kubernetes.io/hostname In [n1]"
-    node = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "2"}}}
-    assert node_from_manifest(node, [ds_pod]).requested == {"cpu": 200, "pods": 1}

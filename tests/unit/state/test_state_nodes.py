@@ -8,9 +8,12 @@ from typing import Any
 from provisioner.api.schemas import load_provisioner
 from provisioner.model.resources import MIB, Resources
 from provisioner.model.taints import Taint
-from provisioner.scheduling.nodes import node_from_manifest
+from provisioner.scheduling.nodes import ClusterNode
+from provisioner.scheduling.pods import pod_from_manifest
 from provisioner.state.cluster import snapshot_of
 from provisioner.state.nodes import NodeViews, state_node, state_node_of
+from provisioner.state.solverinput import cluster_node
+from tests.builders.pods import manifest
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
@@ -152,9 +155,15 @@ def test_solver_node_is_what_the_wire_reader_builds() -> None:
         {"name": "c", "resources": {"requests": {"cpu": "250m"}}, "ports": [{"containerPort": 80, "hostPort": 8080}]}]}}]
     view = state_node(obj, pods)
     assert view is not None
-    expected = node_from_manifest(obj, pods)
+    bound = tuple(pod_from_manifest(p) for p in pods)
+    expected = ClusterNode(
+        name="ip-1", taints=(Taint("dedicated", "NoSchedule", "gpu"),),
+        allocatable=Resources({"cpu": 3820, "memory": 29217 * MIB, "pods": 58}),
+        requested=Resources({"cpu": 750, "pods": 2}), provisioner="default", in_flight=False,
+        marked_for_deletion=False, host_ports=tuple(hp for p in bound for hp in p.host_ports), pods=bound)
     got = view.solver_node
-    assert got == expected and dict(got.labels) == dict(expected.labels)
+    assert got == expected
+    assert dict(got.labels) == {**obj["metadata"]["labels"], "kubernetes.io/hostname": "ip-1"}
     assert got.labels["kubernetes.io/hostname"] == "ip-1"
     assert [hp.port for hp in view.host_ports] == [8080]
 
@@ -188,3 +197,44 @@ def test_odd_nodes_never_raise() -> None:
     assert state_node({"kind": "Node"}) is None
     view = state_node({"metadata": {"name": "n", "labels": "x", "annotations": 5}, "spec": "s", "status": []})
     assert view is not None and view.labels == {} and view.allocatable == Resources() and not view.ready
+
+
+def test_cluster_node_counts_bound_pods_and_held_nominations() -> None:
+    annotation = ('{"deadline": "2099-01-01T00:00:00Z", "pods": {"u9": {"pod": "d/p9", "requests": {"cpu": 500}},'
+                  ' "u1": {"pod": "d/a", "requests": {"cpu": 250}}}}')
+    obj = {
+        "metadata": {"name": "n1", "labels": {"karpenter.sh/provisioner-name": "default"},
+                     "annotations": {"groupless.dev/nominations": annotation}},
+        "spec": {"taints": [{"key": "karpenter.sh/not-ready", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "3820m", "memory": "29217Mi", "pods": "58"}},
+    }
+    bound = manifest("a", cpu="250m", uid="u1", spec={"nodeName": "n1"})
+    done = manifest("b", cpu="4", uid="u2", spec={"nodeName": "n1"}, status={"phase": "Succeeded"})
+    other = manifest("c", cpu="1", uid="u3", spec={"nodeName": "n2"})
+    nominated = manifest("p9", uid="u9", ns="d", status={"phase": "Pending"})
+    snapshot = snapshot_of(nodes=[obj], pods=[bound, done, other, nominated])
+    cn = cluster_node(NodeViews().nodes(snapshot)["n1"], snapshot, NOW)
+    # the bound pod once (its nomination no longer holds) and the pending pod's nomination
+    assert cn.requested == {"cpu": 750, "pods": 2}
+    assert cn.allocatable["memory"] == 29217 * MIB
+    assert (cn.provisioner, cn.in_flight, cn.marked_for_deletion) == ("default", True, False)
+    assert [p.name for p in cn.pods] == ["a"]
+
+
+def test_cordoned_node_gets_the_unschedulable_taint() -> None:
+    obj = {"metadata": {"name": "n"}, "spec": {"unschedulable": True},
+           "status": {"allocatable": {"cpu": "2"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+    view = state_node(obj)
+    assert view is not None
+    cn = view.solver_node
+    assert [(t.key, t.effect) for t in cn.taints] == [("node.kubernetes.io/unschedulable", "NoSchedule")]
+    assert cn.in_flight is False
+
+
+def test_daemonset_pinned_pods_count_on_their_node() -> None:
+    ds_pod = manifest("agent-x", cpu="200m", uid="d1", spec={"nodeName": "n1", "affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}})
+    assert str(pod_from_manifest(ds_pod).required_node_affinity[0]) == "kubernetes.io/hostname In [n1]"
+    view = state_node({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "2"}}}, [ds_pod])
+    assert view is not None and view.solver_node.requested == {"cpu": 200, "pods": 1}
