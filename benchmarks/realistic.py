@@ -10,7 +10,8 @@ and the ap-south-1 availability-zone offerings), converted by the AWS provider's
 Workload (fixed seed): 2,000 pods under the walkthrough's Provisioner (spot + on-demand,
 arm64 + amd64, limits cpu 1000): 70% web pods (50m-500m CPU, 64Mi-1Gi, zone spread
 ScheduleAnyway), 28% batch pods (250m-2 CPU, 512Mi-8Gi), 2% GPU pods (1 nvidia.com/gpu, 1-2
-CPU, 4-8Gi), about 750 vCPU of requests so that the limit (which counts node capacity) holds, plus two DaemonSets (a log agent on every node, a GPU device plugin on GPU nodes).
+CPU, 4-8Gi), about 750 vCPU of requests so that the limit (which counts node capacity) holds,
+plus two DaemonSets (a log agent on every node, a GPU device plugin on GPU nodes).
 Prints price, the lower bound (see ``benchmarks.bounds``), plain FFD, time and peak memory.
 """
 

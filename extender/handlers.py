@@ -6,10 +6,10 @@ our controllers are about to take away, which Provisioner a node belongs to, and
 pods a just-launched node is reserved for (nominations). Without the reservation, pods that
 arrive a moment later take the capacity launched for others, and those stay Pending and cause
 another launch. A node whose Provisioner is deleted or being deleted is one the ownership
-controller is about to delete: a bare pod bound there in the moment before the node is
-tainted would be evicted and lost, so it is rejected too. So the filter adds exactly those rules, and the scores steer each pod to the
-node launched for it and then pack nodes tightly so that others empty out and
-``ttlSecondsAfterEmpty`` can retire them.
+controller is about to delete: a bare pod bound there in the moment before the node is tainted
+would be evicted and lost, so it is rejected too. So the filter adds exactly those rules, and
+the scores steer each pod to the node launched for it and then pack nodes tightly so that others
+empty out and ``ttlSecondsAfterEmpty`` can retire them.
 
 Wire format (k8s.io/kube-scheduler/extender/v1): request ``{"Pod", "Nodes", "NodeNames"}``
 with Go field names, decoded case-insensitively as Go does (schedulers before 1.19 sent

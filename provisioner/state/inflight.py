@@ -108,7 +108,10 @@ class InFlightLedger:
                     del self._in_flight[uid]
 
     def wrote(self, name: str, node: Object, pod_uids: Iterable[str] = (), until: float = 0.0) -> None:
-        """The controller wrote Node ``name`` (``node``: what the API answered); ``pod_uids`` are nominated to it until ``until``."""
+        """The controller wrote Node ``name`` (``node``: what the API answered).
+
+        ``pod_uids`` are nominated to it until ``until``.
+        """
         with self._lock:
             self._written[name] = node
             for uid in pod_uids:

@@ -99,7 +99,9 @@ def test_node_from_manifest_counts_bound_pods_and_nominations():
     node = {
         "metadata": {"name": "n1", "labels": {"karpenter.sh/provisioner-name": "default"},
                      "annotations": {"groupless.dev/nominations":
-                                     '{"deadline": "2099-01-01T00:00:00Z", "pods": {"u9": {"pod": "d/p9", "requests": {"cpu": 500}}, "u1": {"pod": "d/a", "requests": {"cpu": 250}}}}'}},
+                                     '{"deadline": "2099-01-01T00:00:00Z", "pods": '
+                                     '{"u9": {"pod": "d/p9", "requests": {"cpu": 500}}, '
+                                     '"u1": {"pod": "d/a", "requests": {"cpu": 250}}}}'}},
         "spec": {"taints": [{"key": "karpenter.sh/not-ready", "effect": "NoSchedule"}]},
         "status": {"allocatable": {"cpu": "3820m", "memory": "29217Mi", "pods": "58"}},
     }
