@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from extender.state import ExtenderState, ProvisionerInfo, build_state
 from provisioner.clock import rfc3339
@@ -118,7 +118,7 @@ def the_pod() -> dict[str, Any]:
     """A pending pod as kube-scheduler sends it (the walkthrough's inflate replica)."""
     from tests.fixtures.extender import body
 
-    return body("filter-nodenames")["Pod"]
+    return cast(dict[str, Any], body("filter-nodenames")["Pod"])
 
 
 def process_cpu_seconds(pid: int) -> float:

@@ -14,6 +14,8 @@ import argparse
 import io
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
 
 from provisioner import metrics
 from provisioner.logging import configure_logging, object_logger
@@ -21,7 +23,8 @@ from provisioner.state.cluster import snapshot_of
 from provisioner.state.nodes import NodeViews
 
 
-def per_call(fn, n: int) -> float:
+def per_call(fn: Callable[[], object], n: int) -> float:
+    """Mean seconds per call of ``fn`` over ``n`` calls."""
     started = time.perf_counter()
     for _ in range(n):
         fn()
@@ -46,7 +49,7 @@ def main() -> None:
 
     nodes = [{"metadata": {"name": f"ip-{i}", "labels": {"karpenter.sh/provisioner-name": "default"}},
               "status": {"allocatable": {"cpu": "3820m", "memory": "29217Mi", "pods": "58"}}} for i in range(args.nodes)]
-    def pod(uid: str) -> dict:
+    def pod(uid: str) -> dict[str, Any]:
         return {"metadata": {"uid": uid, "resourceVersion": "1"},
                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]},
                 "status": {"phase": "Running"}}

@@ -24,6 +24,7 @@ import os
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 import moto
 
@@ -66,11 +67,11 @@ def moto_catalog() -> list[InstanceType]:
     return instance_types_from_ec2([i for n, i in infos.items() if n in priced], offerings, book)
 
 
-def workload(n: int, rng: random.Random) -> list[dict]:
+def workload(n: int, rng: random.Random) -> list[dict[str, Any]]:
     pods = []
     for i in range(n):
         roll = rng.random()
-        spec: dict = {}
+        spec: dict[str, Any] = {}
         if roll < 0.70:
             kind, labels = "web", {"app": f"web-{rng.randrange(10)}"}
             requests = {"cpu": rng.choice(["50m", "100m", "250m", "500m"]),
