@@ -11,7 +11,7 @@ keep-alive clients (``http.client`` over one TLS connection per client thread):
 - ``filter`` with ``nodeCacheCapable: true`` (``NodeNames``) and ``false`` (full ``Nodes``),
 - ``prioritize`` with ``NodeNames``,
 
-each at concurrency 1 and 8, printing p50/p99 per case. Target (issue 5): p50 < 2 ms and
+each at concurrency 1 and 8, printing p50/p99 per case. Target: p50 < 2 ms and
 p99 < 10 ms for filter with ``nodeCacheCapable: true``. Loops are bounded by ``--requests`` per
 case and ``--seconds`` per case; traffic goes to loopback only.
 """

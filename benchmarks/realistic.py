@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
           f"peak MiB {peak / MIB:.1f}")
     ffd_placed = sum(len(n.pods) for n in ffd_plan.new_nodes)
     print(f"price $/h {plan.total_price:.4f}  lower bound $/h {bound:.4f} ({plan.total_price / bound - 1:+.1%})")
-    for name, value in (("per-resource (the issue's)", resource_bound(placed, types)),
+    for name, value in (("per-resource (the target's)", resource_bound(placed, types)),
                         ("fractional-node LP", lp_bound(placed, types, every_node)),
                         ("pod share", pod_share_bound(placed, types, every_node))):
         print(f"  {name} bound $/h {value:.4f} ({plan.total_price / value - 1:+.1%})")

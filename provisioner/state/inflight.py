@@ -59,7 +59,7 @@ class InFlightLedger:
     """Pods in flight, written Nodes, displaced-from and promised room, under one lock (thread-safe).
 
     ``nominated_on`` reads a Node's nominated pod UIDs (the provisioning controller passes its
-    nominations rule), used to see when a snapshot shows a nomination.
+    nominations rule); the ledger reads it to tell when a snapshot shows a nomination.
     """
 
     def __init__(self, nominated_on: NominatedOn) -> None:
