@@ -11,7 +11,7 @@ assume that cpu can be used by pods that in fact bring memory of their own. The 
 bound (``pod_share_bound``) keeps pods whole: each pod pays at least its weighted share of
 the cheapest node type it fits. The largest of the three is reported. No plan can cost less.
 
-First-fit-decreasing (Karpenter v0.6.3's packer, the FFD the issue compares against): pods by
+First-fit-decreasing (Karpenter v0.6.3's packer, the FFD the cost target compares against): pods by
 cpu then memory descending; a node is filled from the largest allowed type in that order
 (a pod that does not fit is skipped for the next node), then launched as the cheapest type
 that holds what it got. Topology is ignored (it only adds nodes), so this is a generous baseline.
@@ -158,7 +158,7 @@ def lower_bound(pods: Sequence[Pod], types: Sequence[InstanceType], per_node: Re
 
 
 def resource_bound(pods: Sequence[Pod], types: Sequence[InstanceType]) -> float:
-    """The issue's bound: per resource, total request / best allocatable-per-dollar; max over resources."""
+    """The cost target's bound: per resource, total request / best allocatable-per-dollar; max over resources."""
     total = 0.0
     for group, allowed in _parts(pods, types):
         need = Resources.sum(p.requests for p in group)

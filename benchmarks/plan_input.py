@@ -78,6 +78,7 @@ def workload(pods: int) -> list[dict[str, Any]]:
 def split(directory: Path) -> dict[str, float]:
     """Seconds of each stage of ``groupless plan -o json`` on the files in ``directory``."""
     from provisioner import plan
+    from provisioner.scheduling.solver import solve
 
     args = argparse.Namespace(
         file=[str(directory / "workload.yaml")], instance_types=str(directory / "instance-types.json"),
@@ -98,7 +99,7 @@ def split(directory: Path) -> dict[str, float]:
     given = plan.build_input(inputs, catalog.instance_types)
     times["solver input"] = time.perf_counter() - started
     started = time.perf_counter()
-    result = plan.solve(given)
+    result = solve(given)
     times["solve"] = time.perf_counter() - started
     started = time.perf_counter()
     rendered = json.dumps(plan.plan_to_json(result, catalog), indent=2)

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.provisioning_latency [N ...] [--repeat R] [--existing-nodes M]
 
-Target (issue 5): under 1 s for a burst of 1,000 pods. The whole controller runs in process
+Target: under 1 s for a burst of 1,000 pods. The whole controller runs in process
 against the in-memory API (:class:`~provisioner.kube.fake.FakeKubeAPI`, the cluster state
 cache fed by its watch events), the fake cloud provider and a fake clock: pods are created
 Unschedulable, the batching window is closed by moving the fake clock (so the 1 s idle wait

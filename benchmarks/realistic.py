@@ -10,7 +10,8 @@ and the ap-south-1 availability-zone offerings), converted by the AWS provider's
 Workload (fixed seed): 2,000 pods under the walkthrough's Provisioner (spot + on-demand,
 arm64 + amd64, limits cpu 1000): 70% web pods (50m-500m CPU, 64Mi-1Gi, zone spread
 ScheduleAnyway), 28% batch pods (250m-2 CPU, 512Mi-8Gi), 2% GPU pods (1 nvidia.com/gpu, 1-2
-CPU, 4-8Gi), about 750 vCPU of requests so that the limit (which counts node capacity) holds, plus two DaemonSets (a log agent on every node, a GPU device plugin on GPU nodes).
+CPU, 4-8Gi), about 750 vCPU of requests so that the limit (which counts node capacity) holds,
+plus two DaemonSets (a log agent on every node, a GPU device plugin on GPU nodes).
 Prints price, the lower bound (see ``benchmarks.bounds``), plain FFD, time and peak memory.
 """
 
@@ -23,6 +24,7 @@ import os
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 import moto
 
@@ -65,11 +67,11 @@ def moto_catalog() -> list[InstanceType]:
     return instance_types_from_ec2([i for n, i in infos.items() if n in priced], offerings, book)
 
 
-def workload(n: int, rng: random.Random) -> list[dict]:
+def workload(n: int, rng: random.Random) -> list[dict[str, Any]]:
     pods = []
     for i in range(n):
         roll = rng.random()
-        spec: dict = {}
+        spec: dict[str, Any] = {}
         if roll < 0.70:
             kind, labels = "web", {"app": f"web-{rng.randrange(10)}"}
             requests = {"cpu": rng.choice(["50m", "100m", "250m", "500m"]),
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
           f"peak MiB {peak / MIB:.1f}")
     ffd_placed = sum(len(n.pods) for n in ffd_plan.new_nodes)
     print(f"price $/h {plan.total_price:.4f}  lower bound $/h {bound:.4f} ({plan.total_price / bound - 1:+.1%})")
-    for name, value in (("per-resource (the issue's)", resource_bound(placed, types)),
+    for name, value in (("per-resource (the target's)", resource_bound(placed, types)),
                         ("fractional-node LP", lp_bound(placed, types, every_node)),
                         ("pod share", pod_share_bound(placed, types, every_node))):
         print(f"  {name} bound $/h {value:.4f} ({plan.total_price / value - 1:+.1%})")

@@ -19,12 +19,14 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from typing import Any
 
 from benchmarks.bounds import ffd_price, lower_bound
 from benchmarks.timing import timed_solve
 from provisioner.api.types import Provisioner, ProvisionerSpec
 from provisioner.model.resources import GIB, MIB, Resources
 from provisioner.scheduling.instancetypes import InstanceType, Offering
+from provisioner.scheduling.pods import Pod
 from provisioner.scheduling.solver import solve_first_fit
 from provisioner.state.cluster import snapshot_of
 from provisioner.state.solverinput import build_solver_input
@@ -49,20 +51,20 @@ def fake_instance_types(count: int = 400) -> list[InstanceType]:
     return types
 
 
-def diverse_pods(n: int, rng: random.Random) -> list[dict]:
+def diverse_pods(n: int, rng: random.Random) -> list[dict[str, Any]]:
     cpus = ["100m", "250m", "500m", "1000m", "1500m"]
     mems = ["100Mi", "256Mi", "512Mi", "1024Mi", "2048Mi", "4096Mi"]
     per = n // 5
-    pods: list[dict] = []
+    pods: list[dict[str, Any]] = []
 
-    def base(i: int, labels: dict, spec: dict) -> dict:
+    def base(i: int, labels: dict[str, str], spec: dict[str, Any]) -> dict[str, Any]:
         return {
             "metadata": {"name": f"pod-{i}", "namespace": "default", "uid": f"uid-{i}", "labels": labels},
             "spec": {"containers": [{"name": "c", "resources": {"requests": {
                 "cpu": rng.choice(cpus), "memory": rng.choice(mems)}}}], **spec},
         }
 
-    def spread(key: str) -> dict:
+    def spread(key: str) -> dict[str, Any]:
         return {"topologySpreadConstraints": [{
             "maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
             "labelSelector": {"matchLabels": {"my-label": rng.choice(LABELS)}}}]}
@@ -96,18 +98,19 @@ def diverse_pods(n: int, rng: random.Random) -> list[dict]:
     return pods
 
 
-def forced_nodes_bound(pods: list, types: list[InstanceType]) -> float:
+def forced_nodes_bound(pods: list[Pod], types: list[InstanceType]) -> float:
     """Pods with required hostname anti-affinity against each other need a node each: the sum of
     the cheapest type that holds each one alone is also a lower bound (the plan takes the max)."""
     total = 0.0
     for pod in pods:
         if any(t.topology_key == "kubernetes.io/hostname" and t.selector.matches(pod.labels)
                for t in pod.pod_anti_affinity):
-            total += min(t.cheapest_offering().price for t in types if pod.requests.fits(t.allocatable))
+            total += min(offering.price for t in types if pod.requests.fits(t.allocatable)
+                         if (offering := t.cheapest_offering()) is not None)
     return total
 
 
-def run(n: int, profile: bool = False, with_ffd: bool = True) -> dict:
+def run(n: int, profile: bool = False, with_ffd: bool = True) -> dict[str, Any]:
     rng = random.Random(42)
     types = fake_instance_types()
     manifests = diverse_pods(n, rng)

@@ -77,6 +77,36 @@ def _open_answer(verb: str, args: Any) -> Any:
     }
 
 
+class _BodyRecorder:
+    """Keeps the first ``limit`` request bodies of each verb in ``directory`` as ``<verb>-<n>.json``.
+
+    ``directory`` None keeps nothing. Safe across gunicorn threads; a body that cannot be
+    written (OSError) is logged and skipped.
+    """
+
+    def __init__(self, directory: str | None, limit: int) -> None:
+        self._directory = directory
+        self._limit = limit
+        self._recorded: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, verb: str, body: bytes) -> None:
+        directory = self._directory
+        if directory is None:
+            return
+        with self._lock:
+            count = self._recorded.get(verb, 0)
+            if count >= self._limit:
+                return
+            self._recorded[verb] = count + 1
+        try:
+            os.makedirs(directory, exist_ok=True)
+            with open(os.path.join(directory, f"{verb}-{count + 1}.json"), "wb") as out:
+                out.write(body)
+        except OSError as error:
+            log.warning("Could not record a /%s request body in %s: %s", verb, directory, error)
+
+
 def create_app(
     state_provider: StateProvider,
     trigger: handlers.Trigger | None = None,
@@ -106,23 +136,7 @@ def create_app(
         raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
     time_source = clock or RealClock()
     app = Flask("groupless-extender")
-    recorded: dict[str, int] = {}
-    record_lock = threading.Lock()
-
-    def record(verb: str, body: bytes) -> None:
-        if record_dir is None:
-            return
-        with record_lock:
-            count = recorded.get(verb, 0)
-            if count >= record_limit:
-                return
-            recorded[verb] = count + 1
-        try:
-            os.makedirs(record_dir, exist_ok=True)
-            with open(os.path.join(record_dir, f"{verb}-{count + 1}.json"), "wb") as out:
-                out.write(body)
-        except OSError as error:
-            log.warning("Could not record a /%s request body in %s: %s", verb, record_dir, error)
+    record = _BodyRecorder(record_dir, record_limit)
 
     def serve_verb(verb: str, answer: Callable[[Mapping[str, Any], ExtenderState, float], Any]) -> Response:
         with metrics.time_call(metrics.EXTENDER_DURATION, verb=verb) as labels:

@@ -6,10 +6,10 @@ our controllers are about to take away, which Provisioner a node belongs to, and
 pods a just-launched node is reserved for (nominations). Without the reservation, pods that
 arrive a moment later take the capacity launched for others, and those stay Pending and cause
 another launch. A node whose Provisioner is deleted or being deleted is one the ownership
-controller is about to delete: a bare pod bound there in the moment before the node is
-tainted would be evicted and lost, so it is rejected too. So the filter adds exactly those rules, and the scores steer each pod to the
-node launched for it and then pack nodes tightly so that others empty out and
-``ttlSecondsAfterEmpty`` can retire them.
+controller is about to delete: a bare pod bound there in the moment before the node is tainted
+would be evicted and lost, so it is rejected too. So the filter adds exactly those rules, and
+the scores steer each pod to the node launched for it and then pack nodes tightly so that others
+empty out and ``ttlSecondsAfterEmpty`` can retire them.
 
 Wire format (k8s.io/kube-scheduler/extender/v1): request ``{"Pod", "Nodes", "NodeNames"}``
 with Go field names, decoded case-insensitively as Go does (schedulers before 1.19 sent
@@ -189,6 +189,51 @@ def _summary(failed: Mapping[str, str], unresolvable: Mapping[str, str]) -> str:
     return ", ".join(f"{count} {reason}" for reason, count in sorted(counts.items()))
 
 
+def _rejectable_nodes(state: ExtenderState, pod: PodFacts, now: float) -> dict[str, tuple[str, bool]]:
+    """Every node of the cluster our rules reject for ``pod``: node name -> (reason, unresolvable).
+
+    Built from the state's indexes (mark verdicts, nodes by Provisioner, nominated nodes), so
+    the filter looks each candidate name up once. ``now``: epoch seconds (nomination deadlines).
+    """
+    rejectable: dict[str, tuple[str, bool]] = dict(state.mark_verdicts)
+    for provisioner_name, members in state.by_provisioner.items():
+        provisioner = state.provisioners.get(provisioner_name)
+        reason = provisioner_violation(provisioner, pod) if provisioner is not None else None
+        if reason is not None:
+            rejectable.update(dict.fromkeys(members, (reason, True)))
+    for name in state.nominated:
+        if name not in rejectable and reservation_blocks(state, name, pod, now):
+            rejectable[name] = (REASON_RESERVED, False)
+    return rejectable
+
+
+def _no_node_left(
+    pod: PodFacts,
+    failed: dict[str, str],
+    unresolvable: dict[str, str],
+    trigger: Trigger | None,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Our rules left ``pod`` no node: signal the provisioner, log, and return (failed, unresolvable).
+
+    The trigger is not called for DaemonSet pods. When it returns without error, every reason
+    gets :data:`PROVISIONING_SUFFIX`; a failing trigger is logged and the reasons stay as they
+    are (the controller's watch still sees the pod).
+    """
+    signalled = False
+    if trigger is not None and not pod.daemonset:
+        try:
+            trigger(pod.uid)
+            signalled = True
+        except Exception:  # the signal is a fast path; the controller's watch is the real one
+            log.exception("Provisioning trigger failed for pod %s", pod.key)
+    log.info("No node left for pod %s after Groupless' rules (%s)%s", pod.key, _summary(failed, unresolvable),
+             "; signalled the provisioner" if signalled else "")
+    if signalled:
+        failed = {k: v + PROVISIONING_SUFFIX for k, v in failed.items()}
+        unresolvable = {k: v + PROVISIONING_SUFFIX for k, v in unresolvable.items()}
+    return failed, unresolvable
+
+
 def filter(  # noqa: A001 - the extender verb's name
     args: Mapping[str, Any],
     state: ExtenderState,
@@ -204,17 +249,7 @@ def filter(  # noqa: A001 - the extender verb's name
     request = decode_args(args)
     pod = pod_facts(request.pod)
     names = request.names
-    # Every node of the cluster our rules reject for this pod, with (reason, unresolvable).
-    # Built from the state's indexes, so the candidate names are only looked up, once each.
-    rejectable: dict[str, tuple[str, bool]] = dict(state.mark_verdicts)
-    for provisioner_name, members in state.by_provisioner.items():
-        provisioner = state.provisioners.get(provisioner_name)
-        reason = provisioner_violation(provisioner, pod) if provisioner is not None else None
-        if reason is not None:
-            rejectable.update(dict.fromkeys(members, (reason, True)))
-    for name in state.nominated:
-        if name not in rejectable and reservation_blocks(state, name, pod, now):
-            rejectable[name] = (REASON_RESERVED, False)
+    rejectable = _rejectable_nodes(state, pod, now)
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
     survivors = names
@@ -228,18 +263,7 @@ def filter(  # noqa: A001 - the extender verb's name
         for name, (reason, hopeless) in sorted(pairs):
             (unresolvable if hopeless else failed)[name] = reason
     if rejected and not survivors:
-        signalled = False
-        if trigger is not None and not pod.daemonset:
-            try:
-                trigger(pod.uid)
-                signalled = True
-            except Exception:  # the signal is a fast path; the controller's watch is the real one
-                log.exception("Provisioning trigger failed for pod %s", pod.key)
-        log.info("No node left for pod %s after Groupless' rules (%s)%s", pod.key, _summary(failed, unresolvable),
-                 "; signalled the provisioner" if signalled else "")
-        if signalled:
-            failed = {k: v + PROVISIONING_SUFFIX for k, v in failed.items()}
-            unresolvable = {k: v + PROVISIONING_SUFFIX for k, v in unresolvable.items()}
+        failed, unresolvable = _no_node_left(pod, failed, unresolvable, trigger)
     elif rejected and log.isEnabledFor(logging.DEBUG):
         log.debug("Filtered pod %s: %d of %d node(s) rejected (%s)", pod.key, rejected, len(names),
                   _summary(failed, unresolvable))

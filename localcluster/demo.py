@@ -143,7 +143,8 @@ def run_demo(name: str = "default", keep: bool = False, expiry_seconds: int | No
         else:
             if cluster.state_file.exists():
                 say.say(f"the local cluster {name!r} was stopped or partly dead; starting it afresh")
-            say.step("Starting a local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok, moto, Groupless)")
+            say.step("Starting a local control plane "
+                     "(etcd, kube-apiserver, controller-manager, scheduler, kwok, moto, Groupless)")
             cluster.up(detach=keep, progress=say.say)
         say.say(f"walkthrough manifests from {source}")
         say.say(f'to follow along in another shell: eval "$(groupless dev-cluster env --name {name})"')

@@ -459,7 +459,7 @@ def build_input(inputs: Inputs, catalog: Mapping[str, Sequence[InstanceType]], n
 
 
 def plan_to_json(plan: Plan, catalog: Catalog | None = None) -> dict[str, Any]:
-    """The JSON form documented in issue 4.
+    """The JSON form documented in docs/plan.md.
 
     With ``catalog``, ``region``, ``priceSource`` and ``estimatedPrices`` come first.
     """

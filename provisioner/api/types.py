@@ -5,9 +5,9 @@ the wire form (camelCase JSON) losslessly. Quantities stay as the strings the us
 (``"1000"``, ``"512Gi"``) in the API types; :meth:`Limits.parsed` and the quantity parser turn
 them into integers (milli-CPU, bytes) at the edge of the core.
 
-Source of the field set: Karpenter v0.6.3's ``Provisioner`` plus what later versions added and
-our issues ask for (``startupTaints``, ``weight``, ``blockDeviceMappings``, kubelet
-``maxPods``/``systemReserved``/``kubeReserved``/``evictionHard``).
+Source of the field set: Karpenter v0.6.3's ``Provisioner`` plus these fields of later
+versions: ``startupTaints``, ``weight``, ``blockDeviceMappings``, kubelet
+``maxPods``/``systemReserved``/``kubeReserved``/``evictionHard``.
 """
 
 from __future__ import annotations

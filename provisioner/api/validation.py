@@ -358,63 +358,65 @@ def _validate_taints(
                 out.error(path, taint, f"duplicate taint: {first} has the same key and effect")
 
 
-def _validate_requirements(requirements: list[Any], labels: dict[str, Any], out: _Collector) -> None:
-    parsed: list[tuple[int, Requirement]] = []
-    operators_by_key: dict[str, set[str]] = {}
-    for i, item in enumerate(requirements):
-        if not isinstance(item, dict):
-            continue
-        path: list[str | int] = ["spec", "requirements", i]
-        key, operator, values = item.get("key"), item.get("operator"), item.get("values")
-        values = values if isinstance(values, list) else []
-        key_ok = isinstance(key, str) and _validate_label_key([*path, "key"], key, out, what="requirement")
-        if not isinstance(operator, str):
-            continue
-        if operator not in OPERATORS:  # rule 14
-            out.error([*path, "operator"], operator, f"must be one of {', '.join(OPERATORS)}")
-            continue
-        values_ok = True
-        if operator in (IN, NOT_IN) and not values:
-            out.error([*path, "values"], item.get("values"), f"operator {operator} needs at least one value",
-                      has_value="values" in item)
+def _requirement_values_ok(path: list[str | int], item: dict[str, Any], operator: str, values: list[Any],
+                           out: _Collector) -> bool:
+    """Check one requirement's ``values`` against its (known) ``operator``; True when they are usable.
+
+    In/NotIn need at least one value, Exists/DoesNotExist none, Gt/Lt exactly one integer
+    string; every other value must be a valid label value (rule 13). Errors go to ``out``.
+    """
+    values_ok = True
+    if operator in (IN, NOT_IN) and not values:
+        out.error([*path, "values"], item.get("values"), f"operator {operator} needs at least one value",
+                  has_value="values" in item)
+        values_ok = False
+    elif operator in (EXISTS, DOES_NOT_EXIST) and values:
+        out.error([*path, "values"], values, f"operator {operator} takes no values")
+        values_ok = False
+    elif operator in (GT, LT):
+        if len(values) != 1 or not isinstance(values[0], str) or not re.fullmatch(r"[+-]?\d+", values[0]):
+            out.error([*path, "values"], item.get("values"),
+                      f"operator {operator} needs exactly one integer value", has_value="values" in item)
             values_ok = False
-        elif operator in (EXISTS, DOES_NOT_EXIST) and values:
-            out.error([*path, "values"], values, f"operator {operator} takes no values")
+        return values_ok  # rule 13 does not apply: Gt/Lt values are integers, checked above
+    for j, value in enumerate(values):  # rule 13
+        if isinstance(value, str):
+            why = is_valid_label_value(value)
+            if why is not None:
+                out.error([*path, "values", j], value, f"label value {why}")
+                values_ok = False
+        else:
             values_ok = False
-        elif operator in (GT, LT):
-            if len(values) != 1 or not isinstance(values[0], str) or not re.fullmatch(r"[+-]?\d+", values[0]):
-                out.error([*path, "values"], item.get("values"),
-                          f"operator {operator} needs exactly one integer value", has_value="values" in item)
-                values_ok = False
-        for j, value in enumerate(values):  # rule 13 (Gt/Lt values are integers, checked above)
-            if operator in (GT, LT):
-                break
-            if isinstance(value, str):
-                why = is_valid_label_value(value)
-                if why is not None:
-                    out.error([*path, "values", j], value, f"label value {why}")
-                    values_ok = False
-            else:
-                values_ok = False
-        if key_ok and values_ok and isinstance(key, str):
-            canonical = normalize_label_key(key)
-            operators_by_key.setdefault(canonical, set()).add(operator)
-            known = KNOWN_VALUES.get(canonical)
-            if known is not None and operator == IN:
-                for j, value in enumerate(values):
-                    if value not in known:
-                        out.warnings.append(
-                            f"{format_path([*path, 'values', j])}: {canonical} {value} is not offered "
-                            f"(known: {', '.join(known)}); no node will have it")
-            try:
-                parsed.append((i, Requirement.of(key, operator, values)))
-            except RequirementError:  # pragma: no cover - the checks above are stricter
-                continue
-    for key in sorted(operators_by_key):  # rule 15
+    return values_ok
+
+
+def _warn_unknown_values(path: list[str | int], canonical: str, operator: str, values: list[Any],
+                         out: _Collector) -> None:
+    """Warn about each ``In`` value of a well-known label key that no offering has (:data:`KNOWN_VALUES`)."""
+    known = KNOWN_VALUES.get(canonical)
+    if known is None or operator != IN:
+        return
+    for j, value in enumerate(values):
+        if value not in known:
+            out.warnings.append(
+                f"{format_path([*path, 'values', j])}: {canonical} {value} is not offered "
+                f"(known: {', '.join(known)}); no node will have it")
+
+
+def _check_operator_mix(operators_by_key: dict[str, set[str]], out: _Collector) -> None:
+    """Rule 15: DoesNotExist on a key excludes every other operator on the same key."""
+    for key in sorted(operators_by_key):
         ops = operators_by_key[key]
         if DOES_NOT_EXIST in ops and len(ops) > 1:
             out.error(["spec", "requirements"], None,
                       f"operator DoesNotExist cannot coexist with other operators for key {key}", has_value=False)
+
+
+def _check_feasibility(parsed: list[tuple[int, Requirement]], labels: dict[str, Any], out: _Collector) -> None:
+    """Rule 16 and the labels: every key needs a feasible value, and each label must satisfy its key's requirements.
+
+    ``parsed``: (index in ``spec.requirements``, requirement) for every well-formed requirement.
+    """
     if not parsed:
         return
     requirements_set = Requirements(r for _, r in parsed)
@@ -433,6 +435,34 @@ def _validate_requirements(requirements: list[Any], labels: dict[str, Any], out:
             if not requirement.has(label_value):
                 out.error(["spec", "labels", _map_key(label_key)], label_value,
                           f"conflicts with the requirement {requirement}")
+
+
+def _validate_requirements(requirements: list[Any], labels: dict[str, Any], out: _Collector) -> None:
+    parsed: list[tuple[int, Requirement]] = []
+    operators_by_key: dict[str, set[str]] = {}
+    for i, item in enumerate(requirements):
+        if not isinstance(item, dict):
+            continue
+        path: list[str | int] = ["spec", "requirements", i]
+        key, operator, values = item.get("key"), item.get("operator"), item.get("values")
+        values = values if isinstance(values, list) else []
+        key_ok = isinstance(key, str) and _validate_label_key([*path, "key"], key, out, what="requirement")
+        if not isinstance(operator, str):
+            continue
+        if operator not in OPERATORS:  # rule 14
+            out.error([*path, "operator"], operator, f"must be one of {', '.join(OPERATORS)}")
+            continue
+        values_ok = _requirement_values_ok(path, item, operator, values, out)
+        if key_ok and values_ok and isinstance(key, str):
+            canonical = normalize_label_key(key)
+            operators_by_key.setdefault(canonical, set()).add(operator)
+            _warn_unknown_values(path, canonical, operator, values, out)
+            try:
+                parsed.append((i, Requirement.of(key, operator, values)))
+            except RequirementError:  # pragma: no cover - the checks above are stricter
+                continue
+    _check_operator_mix(operators_by_key, out)
+    _check_feasibility(parsed, labels, out)
 
 
 def _quantity_errors(path: list[str | int], value: Any, out: _Collector) -> None:

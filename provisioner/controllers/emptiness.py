@@ -97,24 +97,10 @@ class EmptinessController:
         if empty and self._waits_for_replaced(node):
             empty = False
         if not empty:
-            if ours:
-                self._withdraw(node, clear_stamp=True, why="a pod arrived, the node is not empty")
-            elif stamp_raw is not None:
-                self._annotate(name, None)
-                log.info("Removed emptiness TTL from node %s", name)
-            if nominated.pods and now < nominated.deadline:
-                return Result.after(nominated.deadline - now)
-            return Result.done()
+            return self._not_empty(node, ours=ours, stamp_raw=stamp_raw, nominated=nominated, now=now)
         stamp = timestamp(stamp_raw)
         if stamp is None or now < stamp + ttl:
-            if ours:  # the TTL was raised (or the timestamp removed) after the taint
-                self._withdraw(node, clear_stamp=False, why="ttlSecondsAfterEmpty not reached")
-                return Result.now()
-            if stamp is None:
-                self._annotate(name, rfc3339(now))
-                log.info("Added TTL to empty node %s", name)
-                return Result.after(ttl)
-            return Result.after(stamp + ttl - now)
+            return self._wait_for_ttl(node, ours=ours, stamp=stamp, ttl=ttl, now=now)
         if not objects.has_taint(node, DISRUPTED_TAINT_KEY):
             return self._taint(node, ttl, stamp_raw or "")
         if ours:
@@ -125,6 +111,39 @@ class EmptinessController:
         self.ctx.delete_node(name)
         self._forget(name)
         return Result.done()
+
+    def _not_empty(self, node: Object, *, ours: bool, stamp_raw: str | None, nominated: nominations.Nominations,
+                   now: float) -> Result:
+        """The node is not empty (a pod, a live nomination or a replaced node still there): undo our marks.
+
+        Our taint is withdrawn (with the emptiness timestamp), or else the timestamp alone is
+        removed. A live nomination wakes the controller again at its deadline (epoch seconds).
+        """
+        name = objects.name(node)
+        if ours:
+            self._withdraw(node, clear_stamp=True, why="a pod arrived, the node is not empty")
+        elif stamp_raw is not None:
+            self._annotate(name, None)
+            log.info("Removed emptiness TTL from node %s", name)
+        if nominated.pods and now < nominated.deadline:
+            return Result.after(nominated.deadline - now)
+        return Result.done()
+
+    def _wait_for_ttl(self, node: Object, *, ours: bool, stamp: float | None, ttl: int, now: float) -> Result:
+        """The node is empty but ``ttlSecondsAfterEmpty`` (``ttl``) has not passed since ``stamp`` (epoch seconds).
+
+        Without a timestamp the node gets one now; with our taint already on it (the TTL was
+        raised, or the timestamp removed, after the taint) the taint is withdrawn.
+        """
+        name = objects.name(node)
+        if ours:
+            self._withdraw(node, clear_stamp=False, why="ttlSecondsAfterEmpty not reached")
+            return Result.now()
+        if stamp is None:
+            self._annotate(name, rfc3339(now))
+            log.info("Added TTL to empty node %s", name)
+            return Result.after(ttl)
+        return Result.after(stamp + ttl - now)
 
     def _waits_for_replaced(self, node: Object) -> bool:
         """Whether ``node`` replaces a node that still exists; if so, says so in a ``Replacing`` event.

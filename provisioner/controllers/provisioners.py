@@ -22,7 +22,10 @@ def get_provisioner(ctx: Context, node: Object, *, live: bool = False) -> Object
 
 
 def ttl_seconds(provisioner: Object | None, field: str) -> int | None:
-    """``spec.<field>`` as a non-negative int (``ttlSecondsAfterEmpty``, ``ttlSecondsUntilExpired``); ``None`` if unset or invalid."""
+    """``spec.<field>`` as a non-negative int in seconds; ``None`` if unset or invalid.
+
+    ``field``: ``ttlSecondsAfterEmpty`` or ``ttlSecondsUntilExpired``.
+    """
     if provisioner is None:
         return None
     value = (provisioner.get("spec") or {}).get(field)

@@ -98,7 +98,7 @@ def termination_reason(node: Object) -> str:
         return "provisioner_deleted"
     tainted = objects.has_taint(node, DISRUPTED_TAINT_KEY)
     # emptiness taints too, and says so in the reason annotation; an untainted node with an
-    # emptiness timestamp went the same way (deleted by an earlier version, or by hand)
+    # emptiness timestamp went the same way (e.g. deleted by hand while its emptiness TTL ran)
     if reason == objects.REASON_EMPTINESS or (
         not tainted and EMPTINESS_TIMESTAMP_ANNOTATION in objects.annotations_of(node)
     ):

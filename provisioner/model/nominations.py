@@ -235,8 +235,8 @@ def reserved(nominations: Nominations) -> Resources:
 #: Seconds a nomination outlives its pod's binding. The extender learns of bindings and of
 #: nomination changes through two different watches (Pods, Nodes); were a nomination pruned the
 #: moment the pod binds, an extender that has seen the pruned annotation but not yet the binding
-#: would count the pod nowhere and offer its room to another pod (seen in the 200-pod e2e burst:
-#: the last pods nominated to a node no longer fitted on it). While both are visible the extender
+#: would count the pod nowhere and offer its room to another pod, and the last pods nominated
+#: to a node would then not fit on it. While both are visible the extender
 #: counts the pod once, as bound (:func:`held` leaves bound pods out).
 BIND_GRACE_SECONDS = 30.0
 

@@ -59,7 +59,7 @@ class InFlightLedger:
     """Pods in flight, written Nodes, displaced-from and promised room, under one lock (thread-safe).
 
     ``nominated_on`` reads a Node's nominated pod UIDs (the provisioning controller passes its
-    nominations rule), used to see when a snapshot shows a nomination.
+    nominations rule); the ledger reads it to tell when a snapshot shows a nomination.
     """
 
     def __init__(self, nominated_on: NominatedOn) -> None:
@@ -108,7 +108,10 @@ class InFlightLedger:
                     del self._in_flight[uid]
 
     def wrote(self, name: str, node: Object, pod_uids: Iterable[str] = (), until: float = 0.0) -> None:
-        """The controller wrote Node ``name`` (``node``: what the API answered); ``pod_uids`` are nominated to it until ``until``."""
+        """The controller wrote Node ``name`` (``node``: what the API answered).
+
+        ``pod_uids`` are nominated to it until ``until``.
+        """
         with self._lock:
             self._written[name] = node
             for uid in pod_uids:

@@ -115,18 +115,19 @@ def discover_cluster_ca(
 class AWSSettings:
     """Everything the AWS provider needs besides its clients.
 
-    ``cluster_ca_bundle`` is the base64 PEM of the cluster CA (``--b64-cluster-ca``; ""
-    refuses launches, see :func:`discover_cluster_ca`); ``service_cidr`` the cluster's Service
-    CIDR (nodeadm requires it and derives the cluster DNS IP from it; EKS's default is
-    ``10.100.0.0/16``, ``172.20.0.0/16`` when the VPC is in ``10.0.0.0/8``); ``endpoint_url`` points the EC2 and SSM clients at another endpoint (a
-    moto server, a VPC endpoint); ``pricing_endpoint_url`` points the Pricing API client (its own
-    service, ``api.pricing.<us-east-1|eu-central-1|ap-south-1>.amazonaws.com``: the EC2 override
-    is never applied to it). With ``endpoint_url`` set and ``pricing_endpoint_url`` not, the
-    Pricing API is not called (an EC2 override means a private or fake EC2, whose Pricing API
-    is unknown). ``region`` defaults to ``ap-south-1`` only for direct construction (tests,
-    embedding); the controller resolves it with :func:`resolve_region` (never a silent default).
-    ``pricing_file`` overrides prices (``--pricing-file``); ``pricing_api`` turns
-    the Pricing API on (off: static table and spot history only).
+    ``cluster_ca_bundle`` is the base64 PEM of the cluster CA (``--b64-cluster-ca``; "" refuses
+    launches, see :func:`discover_cluster_ca`); ``service_cidr`` the cluster's Service CIDR
+    (nodeadm requires it and derives the cluster DNS IP from it; EKS's default is
+    ``10.100.0.0/16``, ``172.20.0.0/16`` when the VPC is in ``10.0.0.0/8``); ``endpoint_url``
+    points the EC2 and SSM clients at another endpoint (a moto server, a VPC endpoint);
+    ``pricing_endpoint_url`` points the Pricing API client (its own service,
+    ``api.pricing.<us-east-1|eu-central-1|ap-south-1>.amazonaws.com``: the EC2 override is never
+    applied to it). With ``endpoint_url`` set and ``pricing_endpoint_url`` not, the Pricing API
+    is not called (an EC2 override means a private or fake EC2, whose Pricing API is unknown).
+    ``region`` defaults to ``ap-south-1`` only for direct construction (tests, embedding); the
+    controller resolves it with :func:`resolve_region` (never a silent default).
+    ``pricing_file`` overrides prices (``--pricing-file``); ``pricing_api`` turns the Pricing
+    API on (off: static table and spot history only).
     """
 
     cluster_name: str

@@ -5,10 +5,11 @@ The lifecycle is :mod:`provisioner.model.nominations`'s: a pod nominated to a no
 holds (:func:`~provisioner.model.nominations.held`) and the node can still honour it beside its
 bound pods (:func:`~provisioner.model.nominations.displaced`). Ended nominations
 (:func:`~provisioner.model.nominations.pruned`) and displaced ones are pruned at the start of
-every round; pods the solver places on an in-flight node are added to its nominations. Every write is a JSON patch with a ``test`` of the value read, so a concurrent
-change (the initialization controller moves the deadline) fails instead of being overwritten;
-the written Nodes are remembered in the
-:class:`~provisioner.state.inflight.InFlightLedger` until a snapshot shows them.
+every round; pods the solver places on an in-flight node are added to its nominations. Every
+write is a JSON patch with a ``test`` of the value read, so a concurrent change (the
+initialization controller moves the deadline) fails instead of being overwritten; the written
+Nodes are remembered in the :class:`~provisioner.state.inflight.InFlightLedger` until a snapshot
+shows them.
 """
 
 from __future__ import annotations

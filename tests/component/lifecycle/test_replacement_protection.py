@@ -2,8 +2,9 @@
 
 The scenario of a real cluster where pods take minutes to become Ready: a rollout restarts the
 pods of a node a minute before it expires, so when it expires its pods are still starting and
-the PodDisruptionBudget (``minAvailable: 2`` of 3) allows no eviction for five minutes. The replacement, launched and Ready at once, holds no pod all that time, far
-beyond ``ttlSecondsAfterEmpty: 30``. It must not be retired as empty while the node it replaces
+the PodDisruptionBudget (``minAvailable: 2`` of 3) allows no eviction for five minutes. The
+replacement, launched and Ready at once, holds no pod all that time, far beyond
+``ttlSecondsAfterEmpty: 30``. It must not be retired as empty while the node it replaces
 exists; if it is lost anyway, exactly one new replacement is launched for the pods still on the
 draining node.
 

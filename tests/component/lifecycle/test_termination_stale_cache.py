@@ -1,10 +1,10 @@
-"""Termination over a cache still holding a Node after its finalizer was removed (issue 6 follow-up).
+"""Termination over a cache still holding a Node after its finalizer was removed.
 
-On the real control plane one ``kubectl delete node`` logged "Deleted node" twice, called
-TerminateInstances twice, counted the ``Terminated`` event twice and added 2 to
-``groupless_nodes_terminated_total``: a second reconcile read the informer's copy of the Node
-(finalizer still on it) after the Node was gone, terminated again (already gone is success),
-got 404 on the finalizer patch and reported again. Here the cache is fed by hand, so the Node's
+A reconcile can read the informer's copy of the Node (finalizer still on it) after the Node is
+gone. It must not terminate and report again: one ``kubectl delete node`` logs "Deleted node"
+once, calls TerminateInstances once, counts the ``Terminated`` event once and adds 1 to
+``groupless_nodes_terminated_total`` (terminating an instance already gone is success, and the
+finalizer patch of a gone Node gets 404). Here the cache is fed by hand, so the Node's
 DELETED event reaches it only when the test says so, and the response to the write that
 deleted the Node is the Node as last stored (no newer than the cached copy), so
 read-your-writes in ``Context`` cannot hide the stale copy.

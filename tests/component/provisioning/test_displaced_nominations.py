@@ -1,8 +1,8 @@
 """A nomination its node can no longer honour ends, and the pod gets capacity again.
 
-Seen in the e2e 200-pod burst: kube-scheduler bound other pods onto a node launched (and
-nominated) for a 1-cpu/2Gi pod, the pod then fitted nowhere, and while its nomination held
-(5 minutes) the controller launched nothing for it.
+The case: kube-scheduler binds other pods onto a node launched (and nominated) for a
+1-cpu/2Gi pod, so the pod fits nowhere; were its nomination kept (5 minutes), the controller
+would launch nothing for it all that time.
 """
 
 import json

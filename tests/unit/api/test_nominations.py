@@ -88,7 +88,8 @@ def test_deeply_nested_json_does_not_crash() -> None:
 
 
 def test_hand_written_quantities_and_offsets_are_read() -> None:
-    text = '{"deadline": "2026-01-01T01:05:00+01:00", "pods": {"u": {"pod": "a/b", "requests": {"cpu": "1500m", "memory": "1Gi"}}}}'
+    text = ('{"deadline": "2026-01-01T01:05:00+01:00", '
+            '"pods": {"u": {"pod": "a/b", "requests": {"cpu": "1500m", "memory": "1Gi"}}}}')
     result = nom.decode(text)
     assert result.deadline == DEADLINE
     assert result.pods["u"] == NominatedPod("a/b", Resources({"cpu": 1500, "memory": GIB}))

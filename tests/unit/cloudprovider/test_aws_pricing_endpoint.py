@@ -1,7 +1,8 @@
 """The Pricing API client: its own endpoint, never the EC2 override; one-line refresh warnings.
 
-With ``--aws-endpoint-url`` (a moto server, an EC2 VPC endpoint) the Pricing API client used to
-be sent there too: moto answered GetProducts with a 500 HTML page, logged whole.
+With ``--aws-endpoint-url`` (a moto server, an EC2 VPC endpoint) the Pricing API client keeps
+its own endpoint: a moto server answers GetProducts with a 500 HTML page, which a refresh
+warning must not log whole.
 """
 
 from __future__ import annotations

@@ -49,7 +49,8 @@ def test_cordon_adds_the_unschedulable_taint_once() -> None:
 
 
 def test_decoding_strict_and_tolerant() -> None:
-    raw = [{"key": "dedicated", "effect": "NoSchedule", "value": "gpu"}, {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]
+    raw = [{"key": "dedicated", "effect": "NoSchedule", "value": "gpu"},
+           {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]
     assert decode_taints(raw) == readable_taints(raw) == (DEDICATED, Taint("karpenter.sh/disrupted", "NoSchedule"))
     assert is_disrupted(decode_taints(raw)) and has_taint(decode_taints(raw), "dedicated")
     assert not is_disrupted((DEDICATED,))

@@ -42,7 +42,8 @@ def test_text_lines_are_greppable_with_fields_after_the_message() -> None:
     pod_log = object_logger(log, ("Pod", "default", "inflate-6b88c9fb68-4l2sh"), node="ip-10-0-1-5")
     pod_log.info("Did not evict pod %s due to PDB violation", "default/inflate-6b88c9fb68-4l2sh")
     line = stream.getvalue().strip()
-    assert " INFO  provisioner.controllers.termination Did not evict pod default/inflate-6b88c9fb68-4l2sh due to PDB violation " in line
+    assert (" INFO  provisioner.controllers.termination "
+            "Did not evict pod default/inflate-6b88c9fb68-4l2sh due to PDB violation ") in line
     assert line.endswith("{kind=Pod, namespace=default, name=inflate-6b88c9fb68-4l2sh, node=ip-10-0-1-5}")
 
 

@@ -89,7 +89,7 @@ def run(capsys, *files, output="json", region="ap-south-1", pricing=PRICING, ext
 
 
 def plan_body(result):
-    """The issue-4 keys of a JSON plan (without region, priceSource, estimatedPrices)."""
+    """The keys of a JSON plan documented in docs/plan.md (without region, priceSource, estimatedPrices)."""
     return {k: v for k, v in result.items() if k not in ("region", "priceSource", "estimatedPrices")}
 
 

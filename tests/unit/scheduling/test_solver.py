@@ -101,7 +101,8 @@ def test_limits_hold_under_a_burst():
     assert len(plan.new_nodes) == 2  # 2 x 4 vCPU = the limit; 3 one-CPU pods each
     assert sum(len(n.pods) for n in plan.new_nodes) == 6
     assert len(plan.unschedulable) == 14
-    assert "would exceed limits of provisioner default (cpu: 8 in use or planned of 8; the smallest instance type that fits the pod adds cpu: 4)" in plan.unschedulable[0].reason
+    assert ("would exceed limits of provisioner default (cpu: 8 in use or planned of 8; "
+            "the smallest instance type that fits the pod adds cpu: 4)") in plan.unschedulable[0].reason
     # capacity already counted against the limit (existing and in-flight nodes) leaves room for one node
     from provisioner.model.resources import Resources
 

@@ -43,8 +43,8 @@ def test_at_the_limit_a_node_still_fills_its_slack_and_grows_within_its_own_rese
     plan = _run(pods, {"cpu": "8"})
     assert _layout(plan) == [("c.2xlarge", ["a", "b", "c"])]
     assert [e.pod.name for e in plan.unschedulable] == ["d"]
-    assert "would exceed limits of provisioner default (cpu: 8 in use or planned of 8; the smallest instance type that fits the pod adds cpu: 2)" in (
-        plan.unschedulable[0].reason)
+    assert ("would exceed limits of provisioner default (cpu: 8 in use or planned of 8; "
+            "the smallest instance type that fits the pod adds cpu: 2)") in plan.unschedulable[0].reason
 
 
 def test_a_node_that_may_not_grow_keeps_taking_pods_that_fit_its_current_option():
