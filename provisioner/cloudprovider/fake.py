@@ -44,6 +44,7 @@ from provisioner.cloudprovider.offerings import (
     candidates,
     cheapest_first,
     choose_capacity_type,
+    launch_labels,
 )
 from provisioner.cloudprovider.types import (
     CloudProviderError,
@@ -387,14 +388,7 @@ class FakeCloudProvider:
         n = self._counter
         instance_id = "i-" + hashlib.sha256(f"fake-{n}".encode()).hexdigest()[:17]
         name = f"ip-10-0-{n // 250}-{n % 250 + 1}.{self.region}.compute.internal"
-        labels = {
-            wk.INSTANCE_TYPE: instance_type.name,
-            wk.ZONE: offering.zone,
-            wk.CAPACITY_TYPE: offering.capacity_type,
-            wk.ARCH: instance_type.arch,
-            wk.OS: instance_type.os,
-            **dict(instance_type.labels),
-        }
+        labels = launch_labels(instance_type, offering)
         machine = Machine(
             provider_id=f"aws:///{offering.zone}/{instance_id}",
             instance_id=instance_id,

@@ -70,6 +70,7 @@ from provisioner.cloudprovider.offerings import (
     candidates,
     cheapest_first,
     choose_capacity_type,
+    launch_labels,
 )
 from provisioner.cloudprovider.types import (
     ConfigurationError,
@@ -409,12 +410,7 @@ class KwokCloudProvider:
 
     def _machine(self, name: str, request: NodeRequest, instance_type: InstanceType, offering: Offering) -> Machine:
         labels = {
-            wk.INSTANCE_TYPE: instance_type.name,
-            wk.ZONE: offering.zone,
-            wk.CAPACITY_TYPE: offering.capacity_type,
-            wk.ARCH: instance_type.arch,
-            wk.OS: instance_type.os,
-            **dict(instance_type.labels),
+            **launch_labels(instance_type, offering),
             KWOK_NODE_KEY: KWOK_NODE_VALUE,
             wk.NODE_REQUEST_TAG: request.id,
         }

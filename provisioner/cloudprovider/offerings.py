@@ -153,3 +153,20 @@ def cheapest_first(tried: Sequence[Candidate]) -> list[Candidate]:
     try offerings in (Karpenter's kwok provider also takes the cheapest available offering).
     """
     return sorted(tried, key=lambda c: (c.offering.price, c.index, c.offering.zone))
+
+
+def launch_labels(instance_type: InstanceType, offering: Offering) -> dict[str, str]:
+    """The labels a node launched as ``instance_type`` in ``offering`` carries (every provider).
+
+    The well-known ones (``node.kubernetes.io/instance-type``, ``topology.kubernetes.io/zone``,
+    ``karpenter.sh/capacity-type``, ``kubernetes.io/arch``, ``kubernetes.io/os``), then the type's
+    own (``karpenter.k8s.aws/instance-*``), as Karpenter labels its nodes.
+    """
+    return {
+        wk.INSTANCE_TYPE: instance_type.name,
+        wk.ZONE: offering.zone,
+        wk.CAPACITY_TYPE: offering.capacity_type,
+        wk.ARCH: instance_type.arch,
+        wk.OS: instance_type.os,
+        **dict(instance_type.labels),
+    }

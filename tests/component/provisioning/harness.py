@@ -7,14 +7,14 @@ import yaml
 
 from provisioner.app.controller import ControllerProcess
 from provisioner.clock import FakeClock
-from provisioner.cloudprovider.fake import FakeCloudProvider, make_instance_type
+from provisioner.cloudprovider.fake import FakeCloudProvider
 from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.fake import FakeKubeAPI
 from provisioner.model import labels as wk
-from provisioner.model.resources import MIB
 from provisioner.settings import NodeDefaults, ProvisioningSettings, from_mapping
 from provisioner.state import ClusterState
+from tests.builders.catalog import fake_cloud_catalog, fake_cloud_r6gd_xlarge
 
 #: Copies of shared/walkthrough/01-provisioner.yaml and 02-inflate-deployment.yaml (CI has no shared/).
 WALKTHROUGH = Path(__file__).parent / "walkthrough"
@@ -25,32 +25,9 @@ def walkthrough(name):
     return yaml.safe_load((WALKTHROUGH / name).read_text())
 
 
-def r6gd_xlarge(**kw):
-    """r6gd.xlarge as the walkthrough shows it: capacity 4000m / 30310 MiB / 58 pods, allocatable 3820m / 29217 MiB."""
-    return make_instance_type(
-        "r6gd.xlarge",
-        cpu_milli=4000,
-        memory_bytes=30310 * MIB,
-        pods=58,
-        arch="arm64",
-        zones=ZONES,
-        price={"on-demand": 0.2304, "spot": 0.0691},
-        overhead={"cpu": 180, "memory": (30310 - 29217) * MIB},
-        **kw,
-    )
-
-
-def catalog():
-    return [
-        r6gd_xlarge(),
-        make_instance_type("m5.large", 2000, 7577 * MIB, 29, zones=ZONES, price=0.101, overhead={"cpu": 70}),
-        make_instance_type(
-            "m5.xlarge", 4000, 15300 * MIB, 58, zones=ZONES, price=0.202, overhead={"cpu": 80}
-        ),
-        make_instance_type(
-            "m5.2xlarge", 8000, 30700 * MIB, 58, zones=ZONES, price=0.404, overhead={"cpu": 90}
-        ),
-    ]
+#: the fake cloud's r6gd.xlarge and catalog, shared with the other tiers
+r6gd_xlarge = fake_cloud_r6gd_xlarge
+catalog = fake_cloud_catalog
 
 
 class Cluster:
