@@ -2,11 +2,14 @@
 
 Users ask "what would the autoscaler buy for this?" before they apply anything. This command
 reads the same objects the controller watches (Provisioners, pods and their controllers,
-DaemonSets, Nodes, volumes) from YAML or JSON files, takes the instance-type catalog from
+DaemonSets, Nodes, volumes, LimitRanges) from YAML or JSON files, takes the instance-type catalog from
 saved EC2 answers (``aws ec2 describe-instance-types`` / ``describe-instance-type-offerings``
 output) or from EC2 itself (a moto server works), and runs the very solver the provisioning
 controller runs. Provisioners get the admission webhook's defaults and validation, so an
 object the cluster would refuse is refused here too, and the webhook's warnings are printed.
+Pods (and the pods of workloads and DaemonSets) get their namespace's LimitRange defaults, as
+admission gives them to the pods the cluster creates
+(:mod:`provisioner.scheduling.limitranges`).
 
 The region decides the prices, so it is never guessed silently: ``--region``, else the region
 of the offerings file's zones, else (catalog from EC2) ``AWS_REGION`` / ``AWS_DEFAULT_REGION`` /
@@ -35,7 +38,9 @@ from typing import Any
 import yaml
 
 from provisioner.api.types import Provisioner
+from provisioner.model import objects
 from provisioner.scheduling.instancetypes import InstanceType
+from provisioner.scheduling.limitranges import apply_limit_range_defaults, container_defaults
 from provisioner.scheduling.solver import Plan, SolverInput, solve
 from provisioner.state.cluster import snapshot_of
 from provisioner.state.nodes import NodeViews
@@ -47,7 +52,7 @@ WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
 IGNORED_KINDS = frozenset({
     "Namespace", "Service", "ConfigMap", "Secret", "ServiceAccount", "PodDisruptionBudget", "Role",
     "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Ingress", "NetworkPolicy", "HorizontalPodAutoscaler",
-    "PriorityClass", "LimitRange", "ResourceQuota", "CronJob", "Endpoints", "EndpointSlice",
+    "PriorityClass", "ResourceQuota", "CronJob", "Endpoints", "EndpointSlice",
     "CustomResourceDefinition", "AWSNodeTemplate", "EC2NodeClass",
 })
 EXTENSIONS = (".yaml", ".yml", ".json")
@@ -66,6 +71,7 @@ class Inputs:
     pvcs: list[dict[str, Any]] = field(default_factory=list)
     pvs: list[dict[str, Any]] = field(default_factory=list)
     storage_classes: list[dict[str, Any]] = field(default_factory=list)
+    limit_ranges: list[dict[str, Any]] = field(default_factory=list)
     where: dict[int, str] = field(default_factory=dict)  # id(pod object) -> "file, document N"
     #: Advice that does not stop the plan (webhook warnings, replaced Provisioners), "file: document N: ..."
     warnings: list[str] = field(default_factory=list)
@@ -262,13 +268,45 @@ def read_inputs(paths: Sequence[str]) -> Inputs:
                 inputs.pvs.append(doc)
             elif kind == "StorageClass":
                 inputs.storage_classes.append(doc)
+            elif kind == "LimitRange":
+                try:
+                    container_defaults(doc)
+                except ValueError as error:
+                    raise PlanInputError(f"{where}: {_named('LimitRange', doc)}: {error}") from error
+                inputs.limit_ranges.append(doc)
             elif kind in IGNORED_KINDS:
                 continue
             else:
                 raise _unknown_kind(str(kind), doc, where)
     # like `kubectl apply -f`, a later object of the same name replaces an earlier one
     inputs.provisioners = list({p.name: p for p in inputs.provisioners}.values())
+    _admit(inputs)
     return inputs
+
+
+def _admit(inputs: Inputs) -> None:
+    """Give the pods that were never created their namespace's LimitRange defaults, as admission would.
+
+    A pod with a ``metadata.creationTimestamp`` was read from a cluster (``kubectl get -o yaml``):
+    admission has completed it already. Raises PlanInputError naming the pod's file and document.
+    """
+    if not inputs.limit_ranges:
+        return
+    admitted = []
+    for pod in inputs.pods:
+        where = inputs.where.get(id(pod), "")
+        if objects.meta(pod).get("creationTimestamp"):
+            admitted.append(pod)
+            continue
+        try:
+            completed = apply_limit_range_defaults(pod, inputs.limit_ranges)
+        except ValueError as error:
+            raise PlanInputError(f"{where}: {_named('Pod', pod)}: {error}") from error
+        if completed is not pod:
+            pod = dict(completed)
+            inputs.where[id(pod)] = where
+        admitted.append(pod)
+    inputs.pods = admitted
 
 
 # ----------------------------------------------------------------------------- catalog
@@ -494,7 +532,7 @@ def build_input(inputs: Inputs, catalog: Mapping[str, Sequence[InstanceType]], n
     snapshot = snapshot_of(
         nodes=inputs.nodes, pods=inputs.pods, provisioners=inputs.provisioners, daemonsets=inputs.daemonsets,
         persistent_volumes=inputs.pvs, persistent_volume_claims=inputs.pvcs, storage_classes=inputs.storage_classes,
-        taken_at=taken_at,
+        limit_ranges=inputs.limit_ranges, taken_at=taken_at,
     )
     views = NodeViews().nodes(snapshot)
     pending = provisionable_pods(snapshot, views, taken_at, candidates=inputs.pods, require_unschedulable=False)
@@ -597,10 +635,11 @@ DESCRIPTION = """\
 Dry run: print the nodes Groupless would launch for the given manifests.
 
 Reads Provisioners, Pods, Deployments, ReplicaSets, StatefulSets and Jobs (expanded to their
-replicas), DaemonSets, Nodes, PersistentVolumes, claims and StorageClasses from YAML or JSON
-files, and runs the same solver as the controller. Provisioners get the admission webhook's
-defaults and validation. The instance types come from saved EC2 answers (--instance-types and
---offerings, the JSON output of `aws ec2 describe-instance-types` and
+replicas), DaemonSets, Nodes, PersistentVolumes, claims, StorageClasses and LimitRanges from
+YAML or JSON files, and runs the same solver as the controller. Provisioners get the admission
+webhook's defaults and validation; pods their namespace's LimitRange defaults. The instance
+types come from saved EC2 answers (--instance-types and --offerings, the JSON output of
+`aws ec2 describe-instance-types` and
 `aws ec2 describe-instance-type-offerings --location-type availability-zone`) or from EC2
 itself (or a moto server, with --aws-endpoint-url)."""
 
