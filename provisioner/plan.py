@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -45,6 +45,9 @@ from provisioner.scheduling.solver import Plan, SolverInput, solve
 from provisioner.state.cluster import snapshot_of
 from provisioner.state.nodes import NodeViews
 from provisioner.state.solverinput import build_solver_input, provisionable_pods
+
+if TYPE_CHECKING:
+    from provisioner.cloudprovider.aws.amis import MissingImage
 
 #: Kinds read for the plan.
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
@@ -410,6 +413,8 @@ class Catalog:
     price_source: str
     #: ``capacity-type/instance-type`` pairs whose price is an estimate, sorted.
     estimated: tuple[str, ...] = ()
+    #: Provisioner name -> instance types not offered to it: its ``amiFamily`` has no image for them.
+    missing_images: dict[str, tuple[MissingImage, ...]] = field(default_factory=dict)
 
 
 class _Captured(logging.Handler):
@@ -451,6 +456,7 @@ def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], 
     ``--region``. Advice (region mismatch, pricing file without the region, estimated prices)
     is appended to ``warnings``.
     """
+    from provisioner.cloudprovider.aws.amis import offered_instance_types
     from provisioner.cloudprovider.aws.catalog import instance_types_from_ec2
 
     if args.instance_types or args.offerings:
@@ -481,6 +487,7 @@ def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], 
         types, offerings = _from_ec2(region, args.aws_endpoint_url)
     book = _price_book(args.pricing_file, region, warnings)
     result = {}
+    missing_images = {}
     captured = _Captured()
     logger = logging.getLogger(_CATALOG_LOGGER)
     propagate = logger.propagate
@@ -489,9 +496,12 @@ def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], 
     try:
         for p in provisioners:
             try:
-                result[p.name] = instance_types_from_ec2(types, offerings, book, kubelet=p.spec.kubelet_configuration)
+                converted = instance_types_from_ec2(types, offerings, book, kubelet=p.spec.kubelet_configuration)
             except (KeyError, TypeError, ValueError) as error:
                 raise PlanInputError(f"instance type catalog: {error}") from error
+            result[p.name], missing = offered_instance_types(p.spec.provider, converted)
+            if missing:
+                missing_images[p.name] = missing
     finally:
         logger.removeHandler(captured)
         logger.propagate = propagate
@@ -503,7 +513,7 @@ def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], 
     # any other catalog warning, as is (the estimate one is summarised above)
     warnings.extend(r.getMessage() for r in captured.records if "price known" not in r.getMessage())
     return Catalog(instance_types=result, region=region, region_source=region_source,
-                   price_source=str(book.source), estimated=estimated)
+                   price_source=str(book.source), estimated=estimated, missing_images=missing_images)
 
 
 def load_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner]) -> dict[str, list[InstanceType]]:
@@ -548,12 +558,18 @@ def build_input(inputs: Inputs, catalog: Mapping[str, Sequence[InstanceType]], n
 def plan_to_json(plan: Plan, catalog: Catalog | None = None) -> dict[str, Any]:
     """The JSON form documented in issue 4.
 
-    With ``catalog``, ``region``, ``priceSource`` and ``estimatedPrices`` come first.
+    With ``catalog``, ``region``, ``priceSource`` and ``estimatedPrices`` come first, then, when
+    some instance types were not offered to a Provisioner for lack of an image, ``notOffered``:
+    ``[{"provisioner", "reason", "instanceTypes"}]``.
     """
     result: dict[str, Any] = {}
     if catalog is not None:
         result.update(region=catalog.region, priceSource=catalog.price_source,
                       estimatedPrices=list(catalog.estimated))
+        not_offered = [{"provisioner": name, "reason": m.reason, "instanceTypes": list(m.instance_types)}
+                       for name, missing in sorted(catalog.missing_images.items()) for m in missing]
+        if not_offered:
+            result["notOffered"] = not_offered
     result.update({
         "nodes": [
             {
@@ -576,7 +592,9 @@ def plan_to_json(plan: Plan, catalog: Catalog | None = None) -> dict[str, Any]:
 def plan_to_table(plan: Plan, catalog: Catalog | None = None) -> str:
     """A human table: one line per new node, then existing placements, unschedulable pods, the total.
 
-    With ``catalog``, a first line names the region, where it came from, and the price source.
+    With ``catalog``, a first line names the region, where it came from, and the price source,
+    and a ``Not offered to Provisioner ...`` line before the total names each group of instance
+    types left out for lack of an image.
     """
     lines = []
     if catalog is not None:
@@ -599,10 +617,18 @@ def plan_to_table(plan: Plan, catalog: Catalog | None = None) -> str:
         lines.append(f"Existing node {e.node}: {len(e.pods)} pod(s): {', '.join(p.key for p in e.pods)}")
     for err in plan.unschedulable:
         lines.append(f"Unschedulable {err.pod.key}: {err.reason}")
+    for name, missing in sorted((catalog.missing_images if catalog is not None else {}).items()):
+        lines.extend(f"Not offered to Provisioner {name}: {_missing_image_line(m)}" for m in missing)
     pod_count = sum(len(n.pods) for n in plan.new_nodes)
     lines.append(f"Total: {len(plan.new_nodes)} new node(s) for {pod_count} pod(s), "
                  f"${plan.total_price:.4f}/hour")
     return "\n".join(lines)
+
+
+def _missing_image_line(missing: MissingImage) -> str:
+    names = missing.instance_types
+    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    return f"{missing.reason} ({shown})"
 
 
 def run(args: argparse.Namespace) -> int:
