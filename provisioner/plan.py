@@ -2,11 +2,14 @@
 
 Users ask "what would the autoscaler buy for this?" before they apply anything. This command
 reads the same objects the controller watches (Provisioners, pods and their controllers,
-DaemonSets, Nodes, volumes) from YAML or JSON files, takes the instance-type catalog from
+DaemonSets, Nodes, volumes, LimitRanges) from YAML or JSON files, takes the instance-type catalog from
 saved EC2 answers (``aws ec2 describe-instance-types`` / ``describe-instance-type-offerings``
 output) or from EC2 itself (a moto server works), and runs the very solver the provisioning
 controller runs. Provisioners get the admission webhook's defaults and validation, so an
 object the cluster would refuse is refused here too, and the webhook's warnings are printed.
+Pods (and the pods of workloads and DaemonSets) get their namespace's LimitRange defaults, as
+admission gives them to the pods the cluster creates
+(:mod:`provisioner.scheduling.limitranges`).
 
 The region decides the prices, so it is never guessed silently: ``--region``, else the region
 of the offerings file's zones, else (catalog from EC2) ``AWS_REGION`` / ``AWS_DEFAULT_REGION`` /
@@ -29,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
@@ -37,7 +40,9 @@ from provisioner import yamlload
 from provisioner.api.types import Provisioner
 from provisioner.cloudprovider import catalogfiles
 from provisioner.cloudprovider.catalogfiles import region_of_zone
+from provisioner.model import objects
 from provisioner.scheduling.instancetypes import InstanceType
+from provisioner.scheduling.limitranges import apply_limit_range_defaults, container_defaults
 from provisioner.scheduling.solver import Plan, SolverInput, solve
 from provisioner.state.cluster import snapshot_of
 from provisioner.state.nodes import NodeViews
@@ -45,13 +50,16 @@ from provisioner.state.solverinput import build_solver_input, provisionable_pods
 
 T = TypeVar("T")
 
+if TYPE_CHECKING:
+    from provisioner.cloudprovider.aws.amis import MissingImage
+
 #: Kinds read for the plan.
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
 #: Kinds that often sit beside workloads in a manifest directory and do not change a plan.
 IGNORED_KINDS = frozenset({
     "Namespace", "Service", "ConfigMap", "Secret", "ServiceAccount", "PodDisruptionBudget", "Role",
     "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Ingress", "NetworkPolicy", "HorizontalPodAutoscaler",
-    "PriorityClass", "LimitRange", "ResourceQuota", "CronJob", "Endpoints", "EndpointSlice",
+    "PriorityClass", "ResourceQuota", "CronJob", "Endpoints", "EndpointSlice",
     "CustomResourceDefinition", "AWSNodeTemplate", "EC2NodeClass",
 })
 EXTENSIONS = (".yaml", ".yml", ".json")
@@ -70,6 +78,7 @@ class Inputs:
     pvcs: list[dict[str, Any]] = field(default_factory=list)
     pvs: list[dict[str, Any]] = field(default_factory=list)
     storage_classes: list[dict[str, Any]] = field(default_factory=list)
+    limit_ranges: list[dict[str, Any]] = field(default_factory=list)
     where: dict[int, str] = field(default_factory=dict)  # id(pod object) -> "file, document N"
     #: Advice that does not stop the plan (webhook warnings, replaced Provisioners), "file: document N: ..."
     warnings: list[str] = field(default_factory=list)
@@ -266,13 +275,45 @@ def read_inputs(paths: Sequence[str]) -> Inputs:
                 inputs.pvs.append(doc)
             elif kind == "StorageClass":
                 inputs.storage_classes.append(doc)
+            elif kind == "LimitRange":
+                try:
+                    container_defaults(doc)
+                except ValueError as error:
+                    raise PlanInputError(f"{where}: {_named('LimitRange', doc)}: {error}") from error
+                inputs.limit_ranges.append(doc)
             elif kind in IGNORED_KINDS:
                 continue
             else:
                 raise _unknown_kind(str(kind), doc, where)
     # like `kubectl apply -f`, a later object of the same name replaces an earlier one
     inputs.provisioners = list({p.name: p for p in inputs.provisioners}.values())
+    _admit(inputs)
     return inputs
+
+
+def _admit(inputs: Inputs) -> None:
+    """Give the pods that were never created their namespace's LimitRange defaults, as admission would.
+
+    A pod with a ``metadata.creationTimestamp`` was read from a cluster (``kubectl get -o yaml``):
+    admission has completed it already. Raises PlanInputError naming the pod's file and document.
+    """
+    if not inputs.limit_ranges:
+        return
+    admitted = []
+    for pod in inputs.pods:
+        where = inputs.where.get(id(pod), "")
+        if objects.meta(pod).get("creationTimestamp"):
+            admitted.append(pod)
+            continue
+        try:
+            completed = apply_limit_range_defaults(pod, inputs.limit_ranges)
+        except ValueError as error:
+            raise PlanInputError(f"{where}: {_named('Pod', pod)}: {error}") from error
+        if completed is not pod:
+            pod = dict(completed)
+            inputs.where[id(pod)] = where
+        admitted.append(pod)
+    inputs.pods = admitted
 
 
 # ----------------------------------------------------------------------------- catalog
@@ -343,6 +384,8 @@ class Catalog:
     price_source: str
     #: ``capacity-type/instance-type`` pairs whose price is an estimate, sorted.
     estimated: tuple[str, ...] = ()
+    #: Provisioner name -> instance types not offered to it: its ``amiFamily`` has no image for them.
+    missing_images: dict[str, tuple[MissingImage, ...]] = field(default_factory=dict)
 
 
 class _Captured(logging.Handler):
@@ -364,6 +407,7 @@ def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], 
     ``--region``. Advice (region mismatch, pricing file without the region, estimated prices)
     is appended to ``warnings``.
     """
+    from provisioner.cloudprovider.aws.amis import offered_instance_types
     from provisioner.cloudprovider.aws.catalog import instance_types_from_ec2
 
     if args.instance_types or args.offerings:
@@ -394,6 +438,7 @@ def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], 
         types, offerings = _from_ec2(region, args.aws_endpoint_url)
     book = _catalog_file(lambda: catalogfiles.price_book(args.pricing_file, region, warnings))
     result = {}
+    missing_images = {}
     captured = _Captured()
     logger = logging.getLogger(_CATALOG_LOGGER)
     propagate = logger.propagate
@@ -402,9 +447,12 @@ def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], 
     try:
         for p in provisioners:
             try:
-                result[p.name] = instance_types_from_ec2(types, offerings, book, kubelet=p.spec.kubelet_configuration)
+                converted = instance_types_from_ec2(types, offerings, book, kubelet=p.spec.kubelet_configuration)
             except (KeyError, TypeError, ValueError) as error:
                 raise PlanInputError(f"instance type catalog: {error}") from error
+            result[p.name], missing = offered_instance_types(p.spec.provider, converted)
+            if missing:
+                missing_images[p.name] = missing
     finally:
         logger.removeHandler(captured)
         logger.propagate = propagate
@@ -416,7 +464,7 @@ def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], 
     # any other catalog warning, as is (the estimate one is summarised above)
     warnings.extend(r.getMessage() for r in captured.records if "price known" not in r.getMessage())
     return Catalog(instance_types=result, region=region, region_source=region_source,
-                   price_source=str(book.source), estimated=estimated)
+                   price_source=str(book.source), estimated=estimated, missing_images=missing_images)
 
 
 def load_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner]) -> dict[str, list[InstanceType]]:
@@ -445,7 +493,7 @@ def build_input(inputs: Inputs, catalog: Mapping[str, Sequence[InstanceType]], n
     snapshot = snapshot_of(
         nodes=inputs.nodes, pods=inputs.pods, provisioners=inputs.provisioners, daemonsets=inputs.daemonsets,
         persistent_volumes=inputs.pvs, persistent_volume_claims=inputs.pvcs, storage_classes=inputs.storage_classes,
-        taken_at=taken_at,
+        limit_ranges=inputs.limit_ranges, taken_at=taken_at,
     )
     views = NodeViews().nodes(snapshot)
     pending = provisionable_pods(snapshot, views, taken_at, candidates=inputs.pods, require_unschedulable=False)
@@ -461,12 +509,18 @@ def build_input(inputs: Inputs, catalog: Mapping[str, Sequence[InstanceType]], n
 def plan_to_json(plan: Plan, catalog: Catalog | None = None) -> dict[str, Any]:
     """The JSON form documented in docs/plan.md.
 
-    With ``catalog``, ``region``, ``priceSource`` and ``estimatedPrices`` come first.
+    With ``catalog``, ``region``, ``priceSource`` and ``estimatedPrices`` come first, then, when
+    some instance types were not offered to a Provisioner for lack of an image, ``notOffered``:
+    ``[{"provisioner", "reason", "instanceTypes"}]``.
     """
     result: dict[str, Any] = {}
     if catalog is not None:
         result.update(region=catalog.region, priceSource=catalog.price_source,
                       estimatedPrices=list(catalog.estimated))
+        not_offered = [{"provisioner": name, "reason": m.reason, "instanceTypes": list(m.instance_types)}
+                       for name, missing in sorted(catalog.missing_images.items()) for m in missing]
+        if not_offered:
+            result["notOffered"] = not_offered
     result.update({
         "nodes": [
             {
@@ -489,7 +543,9 @@ def plan_to_json(plan: Plan, catalog: Catalog | None = None) -> dict[str, Any]:
 def plan_to_table(plan: Plan, catalog: Catalog | None = None) -> str:
     """A human table: one line per new node, then existing placements, unschedulable pods, the total.
 
-    With ``catalog``, a first line names the region, where it came from, and the price source.
+    With ``catalog``, a first line names the region, where it came from, and the price source,
+    and a ``Not offered to Provisioner ...`` line before the total names each group of instance
+    types left out for lack of an image.
     """
     lines = []
     if catalog is not None:
@@ -512,10 +568,18 @@ def plan_to_table(plan: Plan, catalog: Catalog | None = None) -> str:
         lines.append(f"Existing node {e.node}: {len(e.pods)} pod(s): {', '.join(p.key for p in e.pods)}")
     for err in plan.unschedulable:
         lines.append(f"Unschedulable {err.pod.key}: {err.reason}")
+    for name, missing in sorted((catalog.missing_images if catalog is not None else {}).items()):
+        lines.extend(f"Not offered to Provisioner {name}: {_missing_image_line(m)}" for m in missing)
     pod_count = sum(len(n.pods) for n in plan.new_nodes)
     lines.append(f"Total: {len(plan.new_nodes)} new node(s) for {pod_count} pod(s), "
                  f"${plan.total_price:.4f}/hour")
     return "\n".join(lines)
+
+
+def _missing_image_line(missing: MissingImage) -> str:
+    names = missing.instance_types
+    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    return f"{missing.reason} ({shown})"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -548,10 +612,11 @@ DESCRIPTION = """\
 Dry run: print the nodes Groupless would launch for the given manifests.
 
 Reads Provisioners, Pods, Deployments, ReplicaSets, StatefulSets and Jobs (expanded to their
-replicas), DaemonSets, Nodes, PersistentVolumes, claims and StorageClasses from YAML or JSON
-files, and runs the same solver as the controller. Provisioners get the admission webhook's
-defaults and validation. The instance types come from saved EC2 answers (--instance-types and
---offerings, the JSON output of `aws ec2 describe-instance-types` and
+replicas), DaemonSets, Nodes, PersistentVolumes, claims, StorageClasses and LimitRanges from
+YAML or JSON files, and runs the same solver as the controller. Provisioners get the admission
+webhook's defaults and validation; pods their namespace's LimitRange defaults. The instance
+types come from saved EC2 answers (--instance-types and --offerings, the JSON output of
+`aws ec2 describe-instance-types` and
 `aws ec2 describe-instance-type-offerings --location-type availability-zone`) or from EC2
 itself (or a moto server, with --aws-endpoint-url)."""
 

@@ -42,6 +42,7 @@ RESOURCES: Mapping[str, Resource] = {
     "PersistentVolumeClaim": Resource("", "v1", "persistentvolumeclaims", True),
     "StorageClass": Resource("storage.k8s.io", "v1", "storageclasses", False),
     "DaemonSet": Resource("apps", "v1", "daemonsets", True),
+    "LimitRange": Resource("", "v1", "limitranges", True),
     "PodDisruptionBudget": Resource("policy", "v1", "poddisruptionbudgets", True),
     "Lease": Resource("coordination.k8s.io", "v1", "leases", True),
     "Provisioner": Resource("karpenter.sh", "v1alpha5", "provisioners", False),

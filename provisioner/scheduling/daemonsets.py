@@ -6,15 +6,19 @@ and counts it on a prospective node when the template tolerates the node's taint
 node selector / required node affinity matches the node's labels (Karpenter's
 ``getDaemonOverhead``). The DaemonSet controller adds default tolerations to every pod it
 creates (``node.kubernetes.io/not-ready``, ``unreachable``, ``disk-pressure``, ...); they are
-added here too so a template is judged as its pods will be.
+added here too so a template is judged as its pods will be. Its pods go through admission, so
+the namespace's LimitRange defaults size the template as they will size its pods: a DaemonSet
+without requests in a namespace with a LimitRange reserves the defaults, not nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from provisioner.model import objects
+from provisioner.scheduling.limitranges import LimitRangeError, apply_limit_range_defaults
 from provisioner.scheduling.pods import Pod, Toleration, pod_from_manifest
 
 #: Tolerations the DaemonSet controller adds to every daemon pod (pkg/controller/daemon/util).
@@ -28,10 +32,14 @@ DAEMONSET_DEFAULT_TOLERATIONS = (
 )
 
 
-def daemonset_pod(ds: Mapping[str, Any]) -> Pod:
+def daemonset_pod(ds: Mapping[str, Any], limit_ranges: Iterable[Mapping[str, Any]] = ()) -> Pod:
     """The pod a DaemonSet would create: its ``spec.template`` with the DaemonSet's identity.
 
-    Raises ValueError naming the field (prefixed ``spec.template``) for a malformed template.
+    ``limit_ranges``: LimitRange wire objects (any namespaces); those of the DaemonSet's
+    namespace complete the template's requests as admission completes its pods'
+    (:func:`~provisioner.scheduling.limitranges.apply_limit_range_defaults`).
+    Raises ValueError naming the field (prefixed ``spec.template``) for a malformed template,
+    :class:`~provisioner.scheduling.limitranges.LimitRangeError` naming a malformed LimitRange.
     """
     if not isinstance(ds, Mapping):
         raise ValueError(f"daemonset: expected an object, got {type(ds).__name__}")
@@ -44,9 +52,10 @@ def daemonset_pod(ds: Mapping[str, Any]) -> Pod:
     tmeta["uid"] = objects.uid(ds) or f"daemonset/{tmeta['namespace']}/{tmeta['name']}"
     tmeta["ownerReferences"] = [{"kind": "DaemonSet", "name": tmeta["name"], "controller": True}]
     try:
-        pod = pod_from_manifest({"metadata": tmeta, "spec": template.get("spec") or {}})
+        admitted = apply_limit_range_defaults({"metadata": tmeta, "spec": template.get("spec") or {}}, limit_ranges)
+        pod = pod_from_manifest(admitted)
+    except LimitRangeError:
+        raise
     except ValueError as error:
         raise ValueError(f"spec.template.{error}") from error
-    from dataclasses import replace
-
     return replace(pod, tolerations=pod.tolerations + DAEMONSET_DEFAULT_TOLERATIONS)

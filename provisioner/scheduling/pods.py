@@ -264,12 +264,22 @@ def _str_map(obj: Any, where: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in _map(obj, where).items()}
 
 
+def requests_defaulted_to_limits(requests: Mapping[str, Any], limits: Mapping[str, Any]) -> dict[str, Any]:
+    """A container's ``resources.requests`` with each resource it only limits requesting its limit.
+
+    The API server's pod defaulting (``SetDefaults_Pod``, ``pkg/apis/core/v1/defaults.go``), for
+    containers and init containers alike; values stay as given (wire quantities).
+    """
+    result = dict(requests)
+    for name, value in limits.items():
+        result.setdefault(name, value)
+    return result
+
+
 def _container_requests(container: Mapping[str, Any], where: str) -> Resources:
     resources = _map(container.get("resources"), f"{where}.resources")
     limits = _map(resources.get("limits"), f"{where}.resources.limits")
-    requests = dict(_map(resources.get("requests"), f"{where}.resources.requests"))
-    for name, value in limits.items():  # API server defaulting: requests default to limits
-        requests.setdefault(name, value)
+    requests = requests_defaulted_to_limits(_map(resources.get("requests"), f"{where}.resources.requests"), limits)
     result: dict[str, int] = {}
     for name, value in requests.items():
         try:

@@ -1,7 +1,8 @@
 """The cluster state cache: an informer per kind, so that decisions read memory, not the API server.
 
 The provisioning controller solves over every Node, Pod, Provisioner, DaemonSet and
-PodDisruptionBudget of the cluster (plus PVs, PVCs and StorageClasses for volume topology)
+PodDisruptionBudget of the cluster (plus PVs, PVCs and StorageClasses for volume topology, and
+LimitRanges for the defaults a DaemonSet's pods will get)
 within a second of a burst; asking the API server for them on every batch would cost seconds at
 5,000 nodes and load it for nothing. So, as client-go's reflector does, each kind is listed
 once, then watched from the list's resourceVersion; a watch that times out is resumed from the
@@ -49,6 +50,7 @@ DEFAULT_KINDS: tuple[str, ...] = (
     "PersistentVolume",
     "PersistentVolumeClaim",
     "StorageClass",
+    "LimitRange",
 )
 
 ChangeCallback = Callable[[str, WatchEvent], None]
@@ -120,6 +122,7 @@ class Snapshot:
     ``provisioners``: name -> decoded :class:`Provisioner`; ``provisioner_objects``: name ->
     raw object (uid and labels for ownerReferences and events); ``provisioner_errors``: name ->
     why it could not be decoded. ``bound_pod_uids``: uids of pods with a ``nodeName``.
+    ``limit_ranges``: every LimitRange (their defaults size DaemonSet pods that do not exist yet).
     ``taken_at``: the clock's wall time. ``resource_versions``: kind -> last seen version.
     """
 
@@ -136,6 +139,7 @@ class Snapshot:
     persistent_volumes: Sequence[Object] = ()
     persistent_volume_claims: Sequence[Object] = ()
     storage_classes: Sequence[Object] = ()
+    limit_ranges: Sequence[Object] = ()
     taken_at: float = 0.0
     resource_versions: Mapping[str, str] = field(default_factory=dict)
 
@@ -153,6 +157,7 @@ def snapshot_of(
     persistent_volumes: Iterable[Object] = (),
     persistent_volume_claims: Iterable[Object] = (),
     storage_classes: Iterable[Object] = (),
+    limit_ranges: Iterable[Object] = (),
     taken_at: float = 0.0,
 ) -> Snapshot:
     """A :class:`Snapshot` of the given objects, indexed as the cache indexes its own.
@@ -173,6 +178,7 @@ def snapshot_of(
         persistent_volumes=tuple(persistent_volumes),
         persistent_volume_claims=tuple(persistent_volume_claims),
         storage_classes=tuple(storage_classes),
+        limit_ranges=tuple(lr for lr in limit_ranges if _has_metadata(lr)),
         taken_at=taken_at,
     )
 
@@ -392,6 +398,7 @@ class ClusterState:
                 persistent_volumes=tuple(self._store.get("PersistentVolume", {}).values()),
                 persistent_volume_claims=tuple(self._store.get("PersistentVolumeClaim", {}).values()),
                 storage_classes=tuple(self._store.get("StorageClass", {}).values()),
+                limit_ranges=tuple(self._store.get("LimitRange", {}).values()),
                 taken_at=self.clock.now(),
                 resource_versions=dict(self._rv),
             )

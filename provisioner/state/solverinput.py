@@ -8,7 +8,8 @@ into them by the provisioning controller's rules:
   covered by capacity on its way (:func:`provisionable_pods`: in flight, or holding a nomination
   on a node that still has room for it);
 * **pods** are read with their volume topology (bound PVs' node affinity, StorageClass
-  ``allowedTopologies``); **DaemonSets** become the pods they put on every node;
+  ``allowedTopologies``); **DaemonSets** become the pods they put on every node, sized with
+  their namespace's LimitRange defaults (:func:`daemonset_pods`);
 * **existing nodes**: every node but the excluded and the disrupted ones (going away: nothing
   is placed there), as the solver sees them (:attr:`StateNode.solver_node
   <provisioner.state.nodes.StateNode.solver_node>`: the taints a launching node loses hidden),
@@ -155,6 +156,23 @@ def provisionable_pods(
             if not_provisionable_reason(p, covered, require_unschedulable=require_unschedulable) is None]
 
 
+def daemonset_pods(snapshot: Snapshot) -> tuple[list[Pod], list[Refused]]:
+    """The pods the snapshot's DaemonSets put on every node, and the DaemonSets that cannot be read.
+
+    Each template is sized as admission will size its pods: with the LimitRange defaults of
+    its namespace (:func:`~provisioner.scheduling.daemonsets.daemonset_pod`), so a DaemonSet
+    without requests still reserves room on a new node.
+    """
+    pods: list[Pod] = []
+    refused: list[Refused] = []
+    for ds in snapshot.daemonsets:
+        try:
+            pods.append(daemonset_pod(ds, snapshot.limit_ranges))
+        except DECODE_ERRORS as error:
+            refused.append(Refused("DaemonSet", ds, str(error)))
+    return pods, refused
+
+
 def provisioner_usage(nodes: Mapping[str, StateNode]) -> dict[str, Resources]:
     """Per Provisioner, the capacity of its nodes (existing and in flight): what counts against its limits."""
     usage: dict[str, Resources] = {}
@@ -227,12 +245,8 @@ def build_solver_input(
     read = pods if isinstance(pods, ReadPods) else read_pods(snapshot, pods)
     solver_pods = list(read.pods)
     refused = list(read.refused)
-    daemonsets: list[Pod] = []
-    for ds in snapshot.daemonsets:
-        try:
-            daemonsets.append(daemonset_pod(ds))
-        except DECODE_ERRORS as error:
-            refused.append(Refused("DaemonSet", ds, str(error)))
+    daemonsets, refused_daemonsets = daemonset_pods(snapshot)
+    refused.extend(refused_daemonsets)
     views = merged(nodes, written)
     promised = reserved or {}
     solver_nodes: list[ClusterNode] = []

@@ -165,6 +165,8 @@ class AWSCloudProvider:
         self._selected: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, list[dict[str, Any]]]] = {}
         self.catalog = catalog or RawCatalog()
         self._converted: dict[Any, list[InstanceType]] = {}
+        # Provisioner name -> the instance types its last listing left out for lack of an image
+        self._missing_images: dict[str, tuple[amis.MissingImage, ...]] = {}
         # instance ID -> (launch template names, clock.monotonic() when launched): which generated
         # templates this process's launches use, for delete_unused_launch_templates when instances
         # lack EC2's aws:ec2launchtemplate:id tag (moto's CreateFleet never sets it).
@@ -320,6 +322,9 @@ class AWSCloudProvider:
     def get_instance_types(self, provisioner: Provisioner) -> InstanceTypeList:
         """Instance types offered in the zones of the Provisioner's subnets, priced, ICE-marked, sorted by name.
 
+        Only the types the Provisioner's ``amiFamily`` has an image for
+        (:func:`~provisioner.cloudprovider.aws.amis.offered_instance_types`); those left out, and
+        why, are in :meth:`missing_images` (logged when they change).
         Raises ConfigurationError (no subnets, bad kubelet quantities), LaunchError (EC2 failed).
         """
         provider = self._provider(provisioner)
@@ -342,7 +347,7 @@ class AWSCloudProvider:
         with self._lock:
             cached = self._converted.get(key)
         if cached is not None:
-            return list(cached)
+            return self._offered(provisioner, cached)
         try:
             result = instance_types_from_ec2(
                 types,
@@ -362,7 +367,23 @@ class AWSCloudProvider:
             if len(self._converted) > 64:
                 self._converted.clear()
             self._converted[key] = result
-        return list(result)
+        return self._offered(provisioner, result)
+
+    def _offered(self, provisioner: Provisioner, instance_types: list[InstanceType]) -> InstanceTypeList:
+        """``instance_types`` (not mutated) without those the Provisioner's image family cannot boot."""
+        offered, missing = amis.offered_instance_types(provisioner.spec.provider, instance_types)
+        with self._lock:
+            changed = self._missing_images.get(provisioner.name, ()) != missing
+            self._missing_images[provisioner.name] = missing
+        if changed and missing:
+            log.info("Provisioner %s: not offering %s", provisioner.name, "; ".join(str(m) for m in missing),
+                     extra={"provisioner": provisioner.name})
+        return offered
+
+    def missing_images(self, provisioner_name: str) -> tuple[amis.MissingImage, ...]:
+        """What the Provisioner's last :meth:`get_instance_types` left out for lack of an image (empty: nothing)."""
+        with self._lock:
+            return self._missing_images.get(provisioner_name, ())
 
     def create(self, request: NodeRequest) -> Machine:
         """Launch one instance for ``request`` through CreateFleet (see the module docstring).

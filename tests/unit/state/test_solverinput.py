@@ -121,6 +121,32 @@ def test_pods_daemonsets_and_provisioners() -> None:
     assert built.refused[1].reason == "spec.template: required"
 
 
+def test_daemonset_pods_get_their_namespaces_limit_range_defaults() -> None:
+    def daemonset(name: str, namespace: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": namespace},
+                "spec": {"template": {"spec": {"containers": [{"name": "a"}],
+                                               "initContainers": [{"name": "i", "resources": {"limits": {"cpu": "2"}}}]}}}}
+
+    def limit_range(namespace: str, default_request: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {"name": "defaults", "namespace": namespace},
+                "spec": {"limits": [{"type": "Container", "defaultRequest": default_request}]}}
+
+    snapshot = snapshot_of(daemonsets=[daemonset("agent", "kube-system"), daemonset("other", "monitoring")],
+                           limit_ranges=[limit_range("kube-system", {"cpu": "200m", "memory": "100Mi"})],
+                           provisioners=[provisioner()])
+    built = build(snapshot, [])
+    # agent: its container 200m/100Mi; its init container its 2-cpu limit and 100Mi: max is 2 cpu, 100Mi
+    assert {p.name: p.requests for p in built.input.daemonsets} == {
+        "agent": Resources({"cpu": 2000, "memory": 100 * 2**20, "pods": 1}),
+        "other": Resources({"cpu": 2000, "pods": 1})}
+    broken = snapshot_of(daemonsets=[daemonset("agent", "kube-system")],
+                         limit_ranges=[limit_range("kube-system", {"cpu": "much"})], provisioners=[provisioner()])
+    refused = build(broken, []).refused
+    assert [(r.kind, r.obj["metadata"]["name"]) for r in refused] == [("DaemonSet", "agent")]
+    assert refused[0].reason.startswith(
+        "LimitRange kube-system/defaults: spec.limits[0].defaultRequest.cpu: invalid quantity 'much'")
+
+
 def test_provisionable_pods_leave_out_pods_capacity_is_on_its_way_for() -> None:
     waiting = [pod("in-flight"), pod("a-nominated"), pod("b-displaced"), pod("new")]
     snapshot = snapshot_of(nodes=[node("ip-1", cpu="2", nominations=nominations("a-nominated", "b-displaced"))],
