@@ -233,62 +233,76 @@ def read_inputs(paths: Sequence[str]) -> Inputs:
     for path in _files(paths):
         for index, doc in _documents(path):
             where = f"{STDIN_NAME if path is None else path}: document {index}"
-            if not isinstance(doc, dict):
-                raise PlanInputError(f"{where}: expected a Kubernetes object, got {type(doc).__name__}")
-            kind = doc.get("kind")
-            if not kind:
-                raise PlanInputError(f"{where}: kind: required field is missing")
-            if not doc.get("apiVersion"):
-                raise PlanInputError(f"{where}: {_named(str(kind), doc)}: apiVersion: required field is missing "
-                                     f"(kubectl refuses an object without it)")
+            kind = _checked_kind(doc, where)
             if kind == "Provisioner":
-                provisioner = _provisioner(doc, where, inputs.warnings)
-                if provisioner.name in provisioner_where:
-                    inputs.warnings.append(
-                        f"{where}: Provisioner {provisioner.name} replaces the one in "
-                        f"{provisioner_where[provisioner.name]} (same name; the later one wins, as with kubectl apply)")
-                provisioner_where[provisioner.name] = where
-                inputs.provisioners.append(provisioner)
-            elif kind == "Pod":
-                metadata = doc.get("metadata")
-                if not isinstance(metadata, dict) or not (metadata.get("name") or metadata.get("generateName")):
-                    raise PlanInputError(f"{where}: a Pod without metadata.name: metadata.name: required field is "
-                                         f"missing (or metadata.generateName)")
-                if not metadata.get("name"):  # as the API server would name it
-                    doc = {**doc, "metadata": {**metadata, "name": f"{metadata['generateName']}{len(inputs.pods)}"}}
-                inputs.pods.append(doc)
-                inputs.where[id(doc)] = where
-            elif kind in WORKLOAD_KINDS:
-                pods, claims = _expand(str(kind), doc, where)
-                for pod in pods:
-                    inputs.where[id(pod)] = where
-                inputs.pods.extend(pods)
-                inputs.pvcs.extend(claims)
-            elif kind == "DaemonSet":
-                inputs.daemonsets.append(doc)
-                inputs.where[id(doc)] = where
-            elif kind == "Node":
-                inputs.nodes.append(doc)
-            elif kind == "PersistentVolumeClaim":
-                inputs.pvcs.append(doc)
-            elif kind == "PersistentVolume":
-                inputs.pvs.append(doc)
-            elif kind == "StorageClass":
-                inputs.storage_classes.append(doc)
-            elif kind == "LimitRange":
-                try:
-                    container_defaults(doc)
-                except ValueError as error:
-                    raise PlanInputError(f"{where}: {_named('LimitRange', doc)}: {error}") from error
-                inputs.limit_ranges.append(doc)
-            elif kind in IGNORED_KINDS:
-                continue
-            else:
-                raise _unknown_kind(str(kind), doc, where)
+                _add_provisioner(inputs, doc, where, provisioner_where)
+            elif kind not in IGNORED_KINDS:
+                _add_object(inputs, kind, doc, where)
     # like `kubectl apply -f`, a later object of the same name replaces an earlier one
     inputs.provisioners = list({p.name: p for p in inputs.provisioners}.values())
     _admit(inputs)
     return inputs
+
+
+def _checked_kind(doc: Any, where: str) -> str:
+    """The kind of one document, refused (PlanInputError) as kubectl refuses it: no object, kind or apiVersion."""
+    if not isinstance(doc, dict):
+        raise PlanInputError(f"{where}: expected a Kubernetes object, got {type(doc).__name__}")
+    kind = doc.get("kind")
+    if not kind:
+        raise PlanInputError(f"{where}: kind: required field is missing")
+    if not doc.get("apiVersion"):
+        raise PlanInputError(f"{where}: {_named(str(kind), doc)}: apiVersion: required field is missing "
+                             f"(kubectl refuses an object without it)")
+    return str(kind)
+
+
+def _add_provisioner(inputs: Inputs, doc: dict[str, Any], where: str, provisioner_where: dict[str, str]) -> None:
+    provisioner = _provisioner(doc, where, inputs.warnings)
+    if provisioner.name in provisioner_where:
+        inputs.warnings.append(
+            f"{where}: Provisioner {provisioner.name} replaces the one in "
+            f"{provisioner_where[provisioner.name]} (same name; the later one wins, as with kubectl apply)")
+    provisioner_where[provisioner.name] = where
+    inputs.provisioners.append(provisioner)
+
+
+def _add_pod(inputs: Inputs, doc: dict[str, Any], where: str) -> None:
+    metadata = doc.get("metadata")
+    if not isinstance(metadata, dict) or not (metadata.get("name") or metadata.get("generateName")):
+        raise PlanInputError(f"{where}: a Pod without metadata.name: metadata.name: required field is "
+                             f"missing (or metadata.generateName)")
+    if not metadata.get("name"):  # as the API server would name it
+        doc = {**doc, "metadata": {**metadata, "name": f"{metadata['generateName']}{len(inputs.pods)}"}}
+    inputs.pods.append(doc)
+    inputs.where[id(doc)] = where
+
+
+def _add_object(inputs: Inputs, kind: str, doc: dict[str, Any], where: str) -> None:
+    """File one object other than a Provisioner into ``inputs``; PlanInputError for a kind plan cannot use."""
+    if kind == "Pod":
+        _add_pod(inputs, doc, where)
+    elif kind in WORKLOAD_KINDS:
+        pods, claims = _expand(kind, doc, where)
+        for pod in pods:
+            inputs.where[id(pod)] = where
+        inputs.pods.extend(pods)
+        inputs.pvcs.extend(claims)
+    elif kind == "DaemonSet":
+        inputs.daemonsets.append(doc)
+        inputs.where[id(doc)] = where
+    elif kind == "LimitRange":
+        try:
+            container_defaults(doc)
+        except ValueError as error:
+            raise PlanInputError(f"{where}: {_named('LimitRange', doc)}: {error}") from error
+        inputs.limit_ranges.append(doc)
+    else:
+        lists = {"Node": inputs.nodes, "PersistentVolumeClaim": inputs.pvcs, "PersistentVolume": inputs.pvs,
+                 "StorageClass": inputs.storage_classes}
+        if kind not in lists:
+            raise _unknown_kind(kind, doc, where)
+        lists[kind].append(doc)
 
 
 def _admit(inputs: Inputs) -> None:
