@@ -38,4 +38,4 @@ def test_unset_pricing_endpoint_is_not_rendered(helm: Path, extra: list[str]) ->
     env, parsed = controller_settings(render(helm, *REQUIRED, *extra))
     assert "GROUPLESS_AWS_PRICING_ENDPOINT_URL" not in env
     assert parsed.aws.pricing_endpoint_url is None
-    assert parsed.aws_endpoint_url == ("http://moto.test:5000" if extra else None)
+    assert parsed.aws.endpoint_url == ("http://moto.test:5000" if extra else None)
