@@ -18,7 +18,7 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
 echo "== ruff"; .venv/bin/ruff check .
-echo "== mypy (strict on provisioner/)"; .venv/bin/mypy
+echo "== mypy (strict, every package)"; .venv/bin/mypy
 echo "== import-linter"; .venv/bin/lint-imports
 # leading tier names become their directories; the rest goes to pytest untouched
 tiers=()
