@@ -285,23 +285,12 @@ def filter(  # noqa: A001 - the extender verb's name
     pod = pod_facts(request.pod)
     names = request.names
     rejectable = _rejectable_nodes(state, pod, now)
-    failed: dict[str, str] = {}
-    unresolvable: dict[str, str] = {}
-    survivors = names
     awaited = awaited_node(state, pod, names, rejectable, now)
     if awaited is not None:
-        elsewhere = (REASON_NOT_ITS_NODE, True)
-        verdicts = [None if name == awaited else rejectable.get(name, elsewhere) for name in names]
+        survivors, failed, unresolvable, passes = _verdicts_waiting(names, awaited, rejectable)
     else:
-        verdicts = list(map(rejectable.get, names)) if rejectable else []
-    rejected = len(verdicts) - verdicts.count(None)
-    if rejected:
-        # C-level passes (compress/filter): a verdict is a non-empty tuple, None when the node passes
-        survivors = list(compress(names, map(not_, verdicts)))
-        # sorted by node name: the same answer, byte for byte, on every run
-        pairs = zip(compress(names, verdicts), builtins.filter(None, verdicts), strict=True)
-        for name, (reason, hopeless) in sorted(pairs):
-            (unresolvable if hopeless else failed)[name] = reason
+        survivors, failed, unresolvable, passes = _verdicts(names, rejectable)
+    rejected = len(failed) + len(unresolvable)
     if rejected and not survivors and awaited is not None:
         log.debug("Pod %s waits for node %s, launched for it and still starting", pod.key, awaited)
     elif rejected and not survivors:
@@ -318,16 +307,59 @@ def filter(  # noqa: A001 - the extender verb's name
     }
     if request.items is not None:
         items = request.items
-        if rejected and names is not request.item_names:
+        if passes is not None and names is not request.item_names:
             # both fields sent (no scheduler does): keep the items whose name survived
             kept = set(survivors)
             items = [item for item in items if item["metadata"]["name"] in kept]
-        elif rejected:
-            items = list(compress(items, map(not_, verdicts)))
+        elif passes is not None:
+            items = list(compress(items, passes))
         result["Nodes"] = {"metadata": {}, "items": items}
     if request.node_names_mode:
         result["NodeNames"] = survivors
     return result
+
+
+#: (surviving names, FailedNodes, FailedAndUnresolvableNodes, per name whether it passes or
+#: None when every name does). The maps' order depends on the request alone, so the same request
+#: gets the same answer, byte for byte.
+Verdicts = tuple[list[str], dict[str, str], dict[str, str], list[bool] | None]
+
+
+def _verdicts(names: list[str], rejectable: Mapping[str, tuple[str, bool]]) -> Verdicts:
+    """Each candidate judged by the rules of :func:`_rejectable_nodes`; the rejected ones sorted by name."""
+    verdicts = list(map(rejectable.get, names)) if rejectable else []
+    if verdicts.count(None) == len(verdicts):
+        return names, {}, {}, None
+    # C-level passes (compress/filter): a verdict is a non-empty tuple, None when the node passes
+    passes = list(map(not_, verdicts))
+    failed: dict[str, str] = {}
+    unresolvable: dict[str, str] = {}
+    pairs = zip(compress(names, verdicts), builtins.filter(None, verdicts), strict=True)
+    for name, (reason, hopeless) in sorted(pairs):
+        (unresolvable if hopeless else failed)[name] = reason
+    return list(compress(names, passes)), failed, unresolvable, passes
+
+
+def _verdicts_waiting(names: list[str], awaited: str, rejectable: Mapping[str, tuple[str, bool]]) -> Verdicts:
+    """Every candidate but ``awaited`` rejected: by its own rule if one rejects it, else :data:`REASON_NOT_ITS_NODE`.
+
+    In the request's order, with C-level dict and set operations: kube-scheduler may send
+    thousands of candidates, and a waiting pod rejects all but one (sorting 5,000 names would
+    cost more than the rest of the call).
+    """
+    unresolvable = dict.fromkeys(names, REASON_NOT_ITS_NODE)
+    present = unresolvable.pop(awaited, None) is not None
+    failed: dict[str, str] = {}
+    for name in rejectable.keys() & unresolvable.keys():
+        reason, hopeless = rejectable[name]
+        if hopeless:
+            unresolvable[name] = reason
+        else:
+            del unresolvable[name]
+            failed[name] = reason
+    if not present:
+        return [], dict(sorted(failed.items())), unresolvable, [False] * len(names)
+    return [awaited], dict(sorted(failed.items())), unresolvable, [name == awaited for name in names]
 
 
 # ----------------------------------------------------------------------------------- prioritize
