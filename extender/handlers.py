@@ -5,11 +5,15 @@ against what is *bound* to each node. What it cannot know is what Groupless know
 our controllers are about to take away, which Provisioner a node belongs to, and which pending
 pods a just-launched node is reserved for (nominations). Without the reservation, pods that
 arrive a moment later take the capacity launched for others, and those stay Pending and cause
-another launch. A node whose Provisioner is deleted or being deleted is one the ownership
-controller is about to delete: a bare pod bound there in the moment before the node is tainted
-would be evicted and lost, so it is rejected too. So the filter adds exactly those rules, and
-the scores steer each pod to the node launched for it and then pack nodes tightly so that others
-empty out and ``ttlSecondsAfterEmpty`` can retire them.
+another launch. The other way round, a pod nominated to a node that is still starting waits
+for it: every other node is rejected for it while its nomination holds. Otherwise it would take
+room left over elsewhere (on a node launched for other pods of the same burst) while its own
+node starts, and that node would turn Ready with nothing to run. A node whose Provisioner is
+deleted or being deleted is one the ownership controller is about to delete: a bare pod bound
+there in the moment before the node is tainted would be evicted and lost, so it is rejected
+too. So the filter adds exactly those rules, and the scores steer each pod to the node launched
+for it and then pack nodes tightly so that others empty out and ``ttlSecondsAfterEmpty`` can
+retire them.
 
 Wire format (k8s.io/kube-scheduler/extender/v1): request ``{"Pod", "Nodes", "NodeNames"}``
 with Go field names, decoded case-insensitively as Go does (schedulers before 1.19 sent
@@ -21,10 +25,13 @@ Reasons never name a node: kube-scheduler counts identical reasons into its Fail
 message ("0/5 nodes are available: 2 node is reserved for nominated pods, ..."). Rejections
 that preemption cannot cure (node going away, Provisioner constraints) go to
 ``FailedAndUnresolvableNodes`` so the scheduler does not evict pods there in vain; the
-reservation rule goes to ``FailedNodes`` (evicting a bound pod can make room).
+reservation rule goes to ``FailedNodes`` (evicting a bound pod can make room). A node
+rejected because its pod waits for another is unresolvable too.
 
 What the extender does not know never fails a pod: nodes without the
-``karpenter.sh/provisioner-name`` label, and nodes not (yet) in our cache, pass.
+``karpenter.sh/provisioner-name`` label, and nodes not (yet) in our cache, pass, except for a
+pod waiting for the node launched for it, which is kept off every other node (the rule is about
+the pod, which the extender knows).
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ REASON_PROVISIONER_DELETED = MARK_REASONS[MARK_PROVISIONER_DELETED]
 REASON_TAINTS = "node's Provisioner has taints the pod does not tolerate"
 REASON_REQUIREMENTS = "node's Provisioner requirements do not match the pod"
 REASON_RESERVED = "node is reserved for nominated pods"
+REASON_NOT_ITS_NODE = "node is not the one launched for this pod"
 #: Appended to every reason when no node passed and the provisioner was signalled.
 PROVISIONING_SUFFIX = " (groupless is provisioning a node for this pod)"
 
@@ -181,6 +189,29 @@ def reservation_blocks(state: ExtenderState, name: str, pod: PodFacts, now: floa
     return False
 
 
+def awaited_node(
+    state: ExtenderState, pod: PodFacts, names: list[str], rejectable: Mapping[str, tuple[str, bool]], now: float
+) -> str | None:
+    """The node ``pod`` must be placed on, and no other, or None when it may go anywhere.
+
+    That is the node the pod is nominated to, while the nomination holds at ``now`` (epoch
+    seconds: deadline not passed, pod neither bound nor deleted) and the node is neither marked
+    nor rejected for the pod by another rule (``rejectable``), when the node is still starting
+    (:attr:`NodeInfo.starting`: kube-scheduler's own filters keep pods off it for now) or is
+    among the candidates ``names`` (the pod can go there now). A nominated node that has
+    started and is not a candidate (its room taken by pods kube-scheduler bound first, or a
+    constraint the plan did not foresee) does not hold the pod: it may go wherever it fits.
+    When the node is deleted, or the nomination ends, the pod is free again.
+    """
+    node = state.nominated_node.get(pod.uid)
+    if node is None or node in rejectable:
+        return None
+    reservation = state.reservation(node, now)
+    if reservation is None or pod.uid not in reservation.uids:
+        return None
+    return node if state.nodes[node].starting or node in names else None
+
+
 def _summary(failed: Mapping[str, str], unresolvable: Mapping[str, str]) -> str:
     """``2 node is reserved for nominated pods, 1 node is being disrupted``: reasons counted, as kube-scheduler does."""
     counts: dict[str, int] = {}
@@ -244,25 +275,25 @@ def filter(  # noqa: A001 - the extender verb's name
 
     ``now``: epoch seconds (nomination deadlines). ``trigger``: called with the pod UID when
     our rules left no node, so the provisioning controller launches without waiting for its
-    watch; the reasons then say so. Raises :class:`BadRequest` for malformed args.
+    watch; the reasons then say so. A pod waiting for the node launched for it
+    (:func:`awaited_node`) passes that node only: every other candidate gets
+    :data:`REASON_NOT_ITS_NODE` (unresolvable: no eviction elsewhere changes it) unless another
+    rule rejects it, and the provisioner is not signalled (the pod's node is on its way).
+    Raises :class:`BadRequest` for malformed args.
     """
     request = decode_args(args)
     pod = pod_facts(request.pod)
     names = request.names
     rejectable = _rejectable_nodes(state, pod, now)
-    failed: dict[str, str] = {}
-    unresolvable: dict[str, str] = {}
-    survivors = names
-    verdicts = list(map(rejectable.get, names)) if rejectable else []
-    rejected = len(verdicts) - verdicts.count(None)
-    if rejected:
-        # C-level passes (compress/filter): a verdict is a non-empty tuple, None when the node passes
-        survivors = list(compress(names, map(not_, verdicts)))
-        # sorted by node name: the same answer, byte for byte, on every run
-        pairs = zip(compress(names, verdicts), builtins.filter(None, verdicts), strict=True)
-        for name, (reason, hopeless) in sorted(pairs):
-            (unresolvable if hopeless else failed)[name] = reason
-    if rejected and not survivors:
+    awaited = awaited_node(state, pod, names, rejectable, now)
+    if awaited is not None:
+        survivors, failed, unresolvable, passes = _verdicts_waiting(names, awaited, rejectable)
+    else:
+        survivors, failed, unresolvable, passes = _verdicts(names, rejectable)
+    rejected = len(failed) + len(unresolvable)
+    if rejected and not survivors and awaited is not None:
+        log.debug("Pod %s waits for node %s, launched for it and still starting", pod.key, awaited)
+    elif rejected and not survivors:
         failed, unresolvable = _no_node_left(pod, failed, unresolvable, trigger)
     elif rejected and log.isEnabledFor(logging.DEBUG):
         log.debug("Filtered pod %s: %d of %d node(s) rejected (%s)", pod.key, rejected, len(names),
@@ -276,16 +307,59 @@ def filter(  # noqa: A001 - the extender verb's name
     }
     if request.items is not None:
         items = request.items
-        if rejected and names is not request.item_names:
+        if passes is not None and names is not request.item_names:
             # both fields sent (no scheduler does): keep the items whose name survived
             kept = set(survivors)
             items = [item for item in items if item["metadata"]["name"] in kept]
-        elif rejected:
-            items = list(compress(items, map(not_, verdicts)))
+        elif passes is not None:
+            items = list(compress(items, passes))
         result["Nodes"] = {"metadata": {}, "items": items}
     if request.node_names_mode:
         result["NodeNames"] = survivors
     return result
+
+
+#: (surviving names, FailedNodes, FailedAndUnresolvableNodes, per name whether it passes or
+#: None when every name does). The maps' order depends on the request alone, so the same request
+#: gets the same answer, byte for byte.
+Verdicts = tuple[list[str], dict[str, str], dict[str, str], list[bool] | None]
+
+
+def _verdicts(names: list[str], rejectable: Mapping[str, tuple[str, bool]]) -> Verdicts:
+    """Each candidate judged by the rules of :func:`_rejectable_nodes`; the rejected ones sorted by name."""
+    verdicts = list(map(rejectable.get, names)) if rejectable else []
+    if verdicts.count(None) == len(verdicts):
+        return names, {}, {}, None
+    # C-level passes (compress/filter): a verdict is a non-empty tuple, None when the node passes
+    passes = list(map(not_, verdicts))
+    failed: dict[str, str] = {}
+    unresolvable: dict[str, str] = {}
+    pairs = zip(compress(names, verdicts), builtins.filter(None, verdicts), strict=True)
+    for name, (reason, hopeless) in sorted(pairs):
+        (unresolvable if hopeless else failed)[name] = reason
+    return list(compress(names, passes)), failed, unresolvable, passes
+
+
+def _verdicts_waiting(names: list[str], awaited: str, rejectable: Mapping[str, tuple[str, bool]]) -> Verdicts:
+    """Every candidate but ``awaited`` rejected: by its own rule if one rejects it, else :data:`REASON_NOT_ITS_NODE`.
+
+    In the request's order, with C-level dict and set operations: kube-scheduler may send
+    thousands of candidates, and a waiting pod rejects all but one (sorting 5,000 names would
+    cost more than the rest of the call).
+    """
+    unresolvable = dict.fromkeys(names, REASON_NOT_ITS_NODE)
+    present = unresolvable.pop(awaited, None) is not None
+    failed: dict[str, str] = {}
+    for name in rejectable.keys() & unresolvable.keys():
+        reason, hopeless = rejectable[name]
+        if hopeless:
+            unresolvable[name] = reason
+        else:
+            del unresolvable[name]
+            failed[name] = reason
+    if not present:
+        return [], dict(sorted(failed.items())), unresolvable, [False] * len(names)
+    return [awaited], dict(sorted(failed.items())), unresolvable, [name == awaited for name in names]
 
 
 # ----------------------------------------------------------------------------------- prioritize

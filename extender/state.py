@@ -106,7 +106,8 @@ class NodeInfo:
     annotation (pruning happens per request). ``mark``: ``"deleting"`` (deletionTimestamp),
     ``"disrupted"`` (``karpenter.sh/disrupted`` taint), ``"cordoned"`` (``spec.unschedulable``)
     or None. ``price``: USD per hour if known. ``expires_at``: epoch seconds when
-    ``ttlSecondsUntilExpired`` retires it, if set.
+    ``ttlSecondsUntilExpired`` retires it, if set. ``starting``: launched and not yet taking
+    pods (:attr:`provisioner.state.nodes.StateNode.starting`).
     """
 
     name: str
@@ -119,6 +120,7 @@ class NodeInfo:
     mark: str | None = None
     price: float | None = None
     expires_at: float | None = None
+    starting: bool = False
 
     @classmethod
     def from_state_node(cls, view: StateNode) -> NodeInfo:
@@ -141,6 +143,7 @@ class NodeInfo:
             mark=mark,
             price=view.price,
             expires_at=view.expires_at,
+            starting=view.starting,
         )
 
 

@@ -252,7 +252,7 @@ def ended(nominations: Nominations, pods: PodsByUID) -> frozenset[str]:
     gone = set()
     for uid in nominations.pods:
         pod = pods.get(uid)
-        if pod is None or podstate.is_bound(pod) or podstate.is_deleting(pod):
+        if not podstate.awaits_capacity(pod):
             gone.add(uid)
     return frozenset(gone)
 

@@ -66,6 +66,15 @@ def is_deleting(pod: Any) -> bool:
     return objects.deleting(pod)
 
 
+def awaits_capacity(pod: Any | None) -> bool:
+    """The pod exists (not None), is not bound and is not being deleted: capacity planned for it is still wanted.
+
+    A nomination ends when this turns False (:func:`provisioner.model.nominations.ended`), and a
+    launch none of whose pods still awaits capacity is not made.
+    """
+    return pod is not None and not is_bound(pod) and not is_deleting(pod)
+
+
 def is_unschedulable(pod: Any) -> bool:
     """kube-scheduler tried and failed: the ``PodScheduled`` condition is ``False`` with reason ``Unschedulable``."""
     condition = objects.condition(pod, "PodScheduled")

@@ -13,7 +13,9 @@ Rules (and their sources):
   (Karpenter: managed and not initialised), when its ephemeral taints and its Provisioner's
   ``startupTaints`` are hidden from :attr:`StateNode.scheduling_taints` (``StateNode.Taints()``);
   a cordoned node (``spec.unschedulable``) gets ``node.kubernetes.io/unschedulable:NoSchedule``
-  there too, as the node lifecycle controller adds it;
+  there too, as the node lifecycle controller adds it; **starting** while it still carries
+  ``karpenter.sh/not-ready``, or is Ready with an ephemeral or startup taint left
+  (:attr:`StateNode.starting`: the pods nominated to it wait for it);
 * **marked for deletion**: being deleted, or tainted ``karpenter.sh/disrupted`` (``MarkedForDeletion()``);
 * allocatable is ``status.allocatable``, else ``status.capacity`` (before kubelet reports, the
   Node the controller created carries both); capacity the other way round. A list with an
@@ -49,8 +51,10 @@ from provisioner.model.pods import is_terminal
 from provisioner.model.quantity import QuantityError, parse_resource_list
 from provisioner.model.resources import EMPTY, Resources
 from provisioner.model.taints import (
+    EPHEMERAL_TAINT_KEYS,
     Taint,
     decode_taints,
+    has_taint,
     is_disrupted,
     readable_taints,
     scheduling_taints,
@@ -141,6 +145,26 @@ class StateNode:
         return not self.initialized
 
     @property
+    def starting(self) -> bool:
+        """Managed and coming up: kube-scheduler cannot place pods here yet, for reasons that end by themselves.
+
+        True while the node still carries ``karpenter.sh/not-ready`` (every node Groupless creates
+        does, until the initialization controller sees it Ready), or while it is Ready but still
+        carries a taint that goes once a node is up: an ephemeral one (the node lifecycle
+        controller's ``not-ready``/``unreachable``, the cloud's ``uninitialized``:
+        :data:`~provisioner.model.taints.EPHEMERAL_TAINT_KEYS`) or one of its Provisioner's
+        ``startupTaints``. A node that was initialised and then lost readiness is failing, not
+        starting. Karpenter's counterpart: a NodeClaim launched and not yet initialised.
+        """
+        if self.provisioner is None:
+            return False
+        if has_taint(self.taints, wk.NOT_READY_TAINT_KEY):
+            return True
+        return self.ready and any(
+            t.key in EPHEMERAL_TAINT_KEYS or any(s.matches(t) for s in self.startup_taints) for t in self.taints
+        )
+
+    @property
     def marked_for_deletion(self) -> bool:
         """Being deleted, or tainted ``karpenter.sh/disrupted``: no pod is planned here (``MarkedForDeletion()``)."""
         return self.deleting or self.disrupted
@@ -151,7 +175,13 @@ class StateNode:
         return self.allocatable - self.requested
 
     def held(self, pods: nom.PodsByUID, now: float) -> nom.Nominations:
-        """The nominations holding room at ``now`` (:func:`provisioner.model.nominations.held`)."""
+        """The nominations holding room at ``now`` (:func:`provisioner.model.nominations.held`).
+
+        None on a node marked for deletion: it will never run its nominated pods, so they need
+        capacity again at once (as the extender lets them go anywhere), not when the Node is gone.
+        """
+        if self.marked_for_deletion:
+            return nom.Nominations(deadline=self.nominations.deadline)
         return nom.held(self.nominations, pods, now)
 
     def displaced(self, nominations: nom.Nominations) -> frozenset[str]:

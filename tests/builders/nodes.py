@@ -19,3 +19,29 @@ def node_manifest(name: str, *, provisioner: str | None = None, labels: dict[str
     node: dict[str, Any] = {"metadata": {"name": name, "labels": all_labels},
                             "status": {"allocatable": allocatable or {"cpu": "4", "memory": "16Gi", "pods": "110"}}}
     return {"kind": "Node", **node} if kind else node
+
+
+#: The taints of a Node the controller has just created: Groupless' startup taint, and the one
+#: kube-apiserver adds to a Node without a Ready condition (admission plugin TaintNodesByCondition).
+STARTING_TAINTS = (
+    {"key": "karpenter.sh/not-ready", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+)
+
+
+def as_starting(node: dict[str, Any], *, ready: bool = False,
+                taints: tuple[dict[str, str], ...] = STARTING_TAINTS) -> dict[str, Any]:
+    """``node`` (a full v1.Node dict, changed in place and returned) while it starts.
+
+    ``taints`` are added to ``spec.taints``; the ``Ready`` condition becomes ``ready`` (False: the
+    kubelet has not reported yet). A Node with ``ready=True`` and some of :data:`STARTING_TAINTS`
+    is the moment between the kubelet's report and the controllers removing them.
+    """
+    spec = node.setdefault("spec", {})
+    spec["taints"] = [*(spec.get("taints") or []), *(dict(t) for t in taints)]
+    status = node.setdefault("status", {})
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Ready"]
+    conditions.append({"type": "Ready", "status": "True" if ready else "False",
+                       "reason": "KubeletReady" if ready else "KubeletNotReady"})
+    status["conditions"] = conditions
+    return node

@@ -11,6 +11,9 @@ counts can be lost to a concurrent update.
   already there (same providerID) and takes it.
 * A launch whose Node cannot be created is not leaked: the instance is terminated at once (the
   garbage collector would find it later, but an orphan costs money until then).
+* A launch none of whose pods still awaits capacity when its turn comes (kube-scheduler placed
+  them in room that appeared since the plan, or they were deleted) is not made: no instance, no
+  idle node. One with some of its pods left is made for those (see :class:`Launcher`).
 * Insufficient capacity (Karpenter's ICE handling): the outcome names the offerings that had
   none (:attr:`LaunchOutcome.unavailable`); the round marks them unavailable and solves the
   same pods again.
@@ -22,9 +25,9 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from provisioner import metrics
 from provisioner.clock import Clock
@@ -57,6 +60,8 @@ class LaunchStatus(enum.Enum):
     INSUFFICIENT_CAPACITY = "insufficient_capacity"
     #: The cloud refused, or the Node could not be created (the instance was terminated): back off.
     FAILED = "failed"
+    #: Not launched: every pod it was planned for was bound elsewhere or deleted before its turn.
+    NOT_NEEDED = "not_needed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,10 +158,26 @@ class Backoff:
 
 
 class Launcher:
-    """Launches planned nodes through the cloud provider and creates their Nodes (see the module docstring)."""
+    """Launches planned nodes through the cloud provider and creates their Nodes (see the module docstring).
 
-    def __init__(self, api: KubeAPI, cloud: CloudProvider, clock: Clock, settings: ProvisioningSettings) -> None:
+    ``awaits_capacity(pod_uid)``: whether a pod still awaits the capacity planned for it, read
+    from the cluster state cache just before a launch of a provisioning round (whose pods are
+    nominated). A launch runs up to a minute after its plan when many are queued, and its pods
+    are not held by a nomination until its Node exists: meanwhile kube-scheduler may place them
+    in room that appeared since (a node launched for other pods of the same burst). The launch
+    is then made only for the pods still waiting, or not at all. None: launch as planned.
+    """
+
+    def __init__(
+        self,
+        api: KubeAPI,
+        cloud: CloudProvider,
+        clock: Clock,
+        settings: ProvisioningSettings,
+        awaits_capacity: Callable[[str], bool] | None = None,
+    ) -> None:
         self.api = api
+        self.awaits_capacity = awaits_capacity
         self.cloud = cloud
         self.clock = clock
         self.settings = settings
@@ -185,6 +206,12 @@ class Launcher:
     def _launch(self, job: LaunchJob) -> LaunchOutcome:
         """Launch one planned node and create its Node (runs on a launch thread)."""
         planned, request = job.planned, job.request
+        if job.nominate and self.awaits_capacity is not None:
+            waiting = tuple(pod for pod in planned.pods if self.awaits_capacity(pod.uid))
+            if not waiting:
+                return LaunchOutcome(planned, request, LaunchStatus.NOT_NEEDED)
+            if len(waiting) < len(planned.pods):
+                planned = replace(planned, pods=waiting)
         try:
             with metrics.time_call(metrics.CLOUDPROVIDER_DURATION, method="create"):
                 machine = self.cloud.create(request)
@@ -196,16 +223,16 @@ class Launcher:
             log.exception("Launch failed unexpectedly")
             return LaunchOutcome(planned, request, LaunchStatus.FAILED, error=exc)
         launched_type = next((t for t in request.instance_type_options if t.name == machine.instance_type), None)
-        node = self._create_node(job, machine, launched_type)
+        node = self._create_node(job, planned, machine, launched_type)
         if isinstance(node, BaseException):
             return LaunchOutcome(planned, request, LaunchStatus.FAILED, machine, launched_type, error=node)
         return LaunchOutcome(planned, request, LaunchStatus.LAUNCHED, machine, launched_type, node)
 
     def _create_node(
-        self, job: LaunchJob, machine: Machine, launched_type: InstanceType | None
+        self, job: LaunchJob, planned: PlannedNode, machine: Machine, launched_type: InstanceType | None
     ) -> Object | BaseException:
         """The Node of a launched instance, or why it could not be created (the instance is then terminated)."""
-        planned, provisioner = job.planned, job.request.provisioner
+        provisioner = job.request.provisioner
         deadline = self.nomination_deadline()
         nominations = nom.EMPTY
         if job.nominate:

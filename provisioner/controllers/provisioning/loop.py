@@ -35,7 +35,7 @@ from provisioner.kube.events import EventRecorder
 from provisioner.model import labels as wk
 from provisioner.model import nominations as nom
 from provisioner.model import objects
-from provisioner.model.pods import not_provisionable_reason
+from provisioner.model.pods import awaits_capacity, not_provisionable_reason
 from provisioner.scheduling.solver import Plan, SolverInput, solve
 from provisioner.settings import ProvisioningSettings
 from provisioner.state.cluster import ClusterState
@@ -81,7 +81,8 @@ class ProvisioningController:
         batching = self.settings.batching
         self.batcher = Batcher(clock, batching.idle_seconds, batching.max_seconds, batching.max_pods)
         self.ledger = InFlightLedger(nominated_on=_nominated_on)
-        self.launcher = Launcher(api, self.cloud, clock, self.settings)
+        self.launcher = Launcher(api, self.cloud, clock, self.settings,
+                                 awaits_capacity=lambda uid: awaits_capacity(state.pod(uid)))
         self.provisioner = NodeProvisioner(
             api,
             clock,

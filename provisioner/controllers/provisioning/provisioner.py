@@ -491,6 +491,10 @@ class NodeProvisioner:
         """Fold one launch's outcome into the round (on the round's thread): usage, back-off, ledger, events."""
         planned, request = outcome.planned, outcome.request
         provisioner = request.provisioner
+        if outcome.status is LaunchStatus.NOT_NEEDED:
+            log.info("Not launching a node for %d pod(s): each was scheduled elsewhere or deleted since the plan",
+                     len(planned.pods), extra={"provisioner": provisioner.name})
+            return
         if outcome.machine is not None:  # an instance was launched (its Node may still have failed)
             self.launcher.backoff.succeeded(provisioner.name)
             self._settle_usage(provisioner, request, outcome.launched_type, round_)

@@ -79,10 +79,11 @@ def test_filter_trigger_failure_is_swallowed() -> None:
     assert result["FailedNodes"] == {N2: "node is reserved for nominated pods"}
 
 
-def test_nominated_pod_passes_its_node() -> None:
+def test_nominated_pod_passes_its_node_only() -> None:
     result = handlers.filter(body("filter-nominated"), state(), now())
-    assert result["NodeNames"] == [N1, N2]
+    assert result["NodeNames"] == [N2]
     assert result["FailedNodes"] == {}
+    assert result["FailedAndUnresolvableNodes"] == {N1: "node is not the one launched for this pod"}
 
 
 def test_reservation_ends_at_deadline() -> None:

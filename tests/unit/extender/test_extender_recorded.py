@@ -11,6 +11,7 @@ from extender import handlers
 from extender.state import ExtenderState, build_state
 from provisioner.api.schemas import load_provisioner
 from provisioner.clock import parse_rfc3339
+from tests.builders.nodes import as_starting
 
 RECORDED = Path(__file__).parents[2] / "fixtures" / "extender" / "recorded"
 N4, N5, N6 = (f"ip-10-0-0-{i}.ec2.internal" for i in (4, 5, 6))
@@ -21,8 +22,12 @@ def recorded(name: str) -> dict[str, Any]:
     return json.loads((RECORDED / f"{name}.json").read_text())
 
 
-def cluster_at(bound: dict[str, str], pending: list[str], nominations: dict[str, str]) -> ExtenderState:
-    """The recorded cluster with these pods bound (pod name -> node) or pending, and these annotations."""
+def cluster_at(bound: dict[str, str], pending: list[str], nominations: dict[str, str],
+               starting: tuple[str, ...] = ()) -> ExtenderState:
+    """The recorded cluster with these pods bound (pod name -> node) or pending, and these annotations.
+
+    ``starting``: nodes as they were before their kubelet reported (the recording ends with every node up).
+    """
     data = recorded("cluster")
     pods = {p["metadata"]["name"]: p for p in [*data["pods"], *data["deleted_pods"]]}
     objects = []
@@ -37,6 +42,8 @@ def cluster_at(bound: dict[str, str], pending: list[str], nominations: dict[str,
         annotation = nominations.get(node["metadata"]["name"])
         if annotation is not None:
             node["metadata"].setdefault("annotations", {})["groupless.dev/nominations"] = annotation
+        if node["metadata"]["name"] in starting:
+            as_starting(node)
     return build_state(nodes, objects, [load_provisioner(p) for p in data["provisioners"]])
 
 
@@ -52,8 +59,21 @@ def test_shape_is_what_the_scheduler_sends() -> None:
     assert body["Pod"]["metadata"]["uid"] == "55435fb7-286d-4579-987a-7b60557b9d12"
 
 
-def test_pod_nominated_elsewhere_may_use_free_capacity() -> None:
-    # x9c6c was nominated to -5 (not Ready yet); -6 holds 1 cpu for q6krh and has 2.82 cpu left over
+def test_pod_nominated_to_a_starting_node_waits_for_it() -> None:
+    # x9c6c was nominated to -5 (not Ready yet, so filtered out in-tree); -6, up already, holds
+    # 1 cpu for q6krh and has 2.82 cpu left over. Taking it would leave -5's third slot idle.
+    state = cluster_at(FIRST_THREE, BURST, recorded("cluster")["nominations"], starting=(N5,))
+    signals: list[str] = []
+    assert handlers.filter(recorded("filter-x9c6c"), state, LAUNCHED_AT, signals.append) == {
+        "Nodes": None, "NodeNames": [], "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {N6: "node is not the one launched for this pod"}, "Error": "",
+    }
+    assert signals == []
+
+
+def test_pod_nominated_to_a_node_that_is_up_but_refused_may_use_free_capacity() -> None:
+    # -5 is up (as at the end of the recording) and kube-scheduler still did not offer it: its
+    # room went to others, so x9c6c may take what -6 has left over
     state = cluster_at(FIRST_THREE, BURST, recorded("cluster")["nominations"])
     assert handlers.filter(recorded("filter-x9c6c"), state, LAUNCHED_AT) == {
         "Nodes": None, "NodeNames": [N6], "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": "",
@@ -133,9 +153,11 @@ def test_nodes_mode_nominated_pod_and_a_node_being_deleted() -> None:
     body = recorded("nodes-mode-filter-nom-3")
     answer = handlers.filter(body, state, NODES_MODE_NOW)
     assert answer["NodeNames"] is None
-    assert answer["Nodes"] == {"metadata": {}, "items": [body["Nodes"]["items"][0], body["Nodes"]["items"][2]]}
+    # A, the node it is nominated to, is a candidate: the pod goes there and nowhere else
+    assert answer["Nodes"] == {"metadata": {}, "items": [body["Nodes"]["items"][2]]}
     assert answer["FailedNodes"] == {}
-    assert answer["FailedAndUnresolvableNodes"] == {DELETING: "node is being deleted"}
+    assert answer["FailedAndUnresolvableNodes"] == {B: "node is not the one launched for this pod",
+                                                    DELETING: "node is being deleted"}
     # B: (0 + 1) of 3.82 cpu, memory idle -> tier 0, and the only (so cheapest) price -> 1 + 0 + 1
     assert handlers.prioritize(recorded("nodes-mode-prioritize-nom-3"), state, NODES_MODE_NOW) == [
         {"Host": B, "Score": 2}, {"Host": A, "Score": 10}]

@@ -47,6 +47,11 @@ def test_binding_deletion_and_unschedulable() -> None:
     assert not pods.is_unschedulable(pod(status__conditions=[{"type": "PodScheduled", "status": "False",
                                                               "reason": "SchedulerError"}]))
     assert not pods.is_unschedulable(pod(status__conditions=[]))
+    # capacity planned for a pod is wanted while it exists, unbound and not being deleted
+    assert pods.awaits_capacity(pod())
+    assert not pods.awaits_capacity(bound)
+    assert not pods.awaits_capacity(pod(metadata__deletionTimestamp="2026-01-01T00:00:00Z"))
+    assert not pods.awaits_capacity(None)
 
 
 def test_bound_since_is_the_pod_scheduled_transition() -> None:

@@ -81,6 +81,32 @@ def test_a_launching_node_hides_ephemeral_and_startup_taints_until_ready() -> No
     assert unmanaged is not None and unmanaged.initialized and unmanaged.scheduling_taints == unmanaged.taints
 
 
+def test_a_node_is_starting_until_its_last_startup_taint_is_gone() -> None:
+    ours = {"key": "karpenter.sh/not-ready", "effect": "NoSchedule"}
+    lifecycle = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    unreachable = {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}
+    agent = {"key": "example.com/agent-not-ready", "effect": "NoExecute"}
+    dedicated = {"key": "dedicated", "effect": "NoSchedule", "value": "gpu"}
+
+    def starting(*taints: dict[str, str], ready: bool = True, managed: bool = True) -> bool:
+        view = state_node_of(node(ready=ready, managed=managed, spec__taints=list(taints)), [], PROVISIONER)
+        assert view is not None
+        return view.starting
+
+    # as created: not Ready, our startup taint and the one kube-apiserver adds at creation
+    assert starting(ours, lifecycle, dedicated, ready=False)
+    # Ready: until the initialization controller and the node lifecycle controller have both acted
+    assert starting(ours, dedicated)
+    assert starting(lifecycle, dedicated)
+    # and the Provisioner's startupTaints are removed by their agent
+    assert starting(agent)
+    assert not starting(dedicated)  # up: a permanent taint is the Provisioner's own
+    # initialised once, then not Ready: failing, not starting
+    assert not starting(unreachable, ready=False)
+    assert not starting(ready=False)
+    assert not starting(ours, ready=False, managed=False)  # a node Groupless does not manage never is
+
+
 def test_cordoned_disrupted_and_deleting_nodes() -> None:
     cordoned = state_node(node(spec__unschedulable=True))
     assert cordoned is not None and cordoned.cordoned and not cordoned.marked_for_deletion
@@ -147,6 +173,14 @@ def test_nominations_held_and_displaced() -> None:
     unreadable = state_node(node(status__allocatable={"cpu": "lots"}, status__capacity={},
                                  metadata__annotations={"groupless.dev/nominations": annotation}))
     assert unreadable is not None and unreadable.displaced(held) == set()
+    # a node marked for deletion holds nothing: it will never run its nominated pods
+    for marked in (node(metadata__annotations={"groupless.dev/nominations": annotation},
+                        metadata__deletionTimestamp="2026-01-01T00:01:00Z"),
+                   node(metadata__annotations={"groupless.dev/nominations": annotation},
+                        spec__taints=[{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}])):
+        view = state_node(marked, [pod("a")])
+        assert view is not None and set(view.nominations.pods) == {"n1", "n2", "n3"}
+        assert view.held(pods, NOW).pods == {}
 
 
 def test_solver_node_is_what_the_wire_reader_builds() -> None:
