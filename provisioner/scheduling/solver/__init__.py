@@ -25,7 +25,12 @@ checked once per batch, topology always hard); the modules mirror its files:
   own would cost. The node's requirements narrow as pods join (a zone chosen for topology, a
   node selector).
 * :mod:`.topology` (``topology.go``, ``topologygroup.go``): topology spread, pod affinity and
-  anti-affinity, counted per domain as pods are placed.
+  anti-affinity, counted per domain as pods are placed. Spread follows kube-scheduler's
+  PodTopologySpread (existing nodes are domains, for the hostname too; node inclusion policies;
+  ``minDomains``), judged as kube-scheduler will judge each placement: now for existing nodes,
+  against the finished plan for new ones, whatever order they register in. When a workload
+  alone on new nodes leant on counts the finished plan does not keep, the input is solved
+  again (at most :data:`~.solve.MAX_SOLVES` times in all).
 * :mod:`.preferences` (``preferences.go``): when a pod fits nowhere, one preference is relaxed
   (preferred pod affinity, preferred pod anti-affinity, preferred node affinity heaviest first,
   ScheduleAnyway spread, then PreferNoSchedule taints) and the pod goes to the back of the
