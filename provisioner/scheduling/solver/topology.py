@@ -83,6 +83,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from provisioner.model import labels as wk
 from provisioner.model.requirements import Requirements
+from provisioner.model.taints import Taint
 from provisioner.scheduling.pods import (
     HONOR,
     IGNORE,
@@ -183,7 +184,7 @@ class DomainFilter:
     affinity: tuple[Requirements, ...] | None = None
     tolerations: tuple[Toleration, ...] | None = None
 
-    def admits_labels(self, labels: Mapping[str, str], taints: Iterable[Any]) -> bool:
+    def admits_labels(self, labels: Mapping[str, str], taints: Iterable[Taint]) -> bool:
         """For a node that exists: its labels and the taints that count."""
         for key in self.keys:
             if key not in labels:

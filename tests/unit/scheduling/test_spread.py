@@ -14,6 +14,7 @@ cpu ``c`` holds ``c / 500m`` of them; m5.xlarge (3820m allocatable) holds 7.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -70,14 +71,14 @@ class Cluster:
         self.nodes: list[dict[str, Any]] = []
         self.bound: list[dict[str, Any]] = []
 
-    def node(self, name: str, zone: str = A, *, web_pods: int = 0, room: int = 0, other_cpu: str | None = None,
+    def node(self, name: str, zone: str = A, *, web_pods: int = 0, room: int = 0, other: bool = False,
              labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
              ready: bool = True, extra: dict[str, Any] | None = None) -> Cluster:
         """A node in ``zone`` running ``web_pods`` web pods with room for ``room`` more (500m each).
 
-        ``other_cpu``: a non-web pod that fills the node (a node that is a domain but takes no pod).
+        ``other``: a 1-CPU pod of another app fills the rest (a node that is a domain but takes no pod).
         """
-        cpu_milli = 500 * (web_pods + room) + (1000 if other_cpu else 0)
+        cpu_milli = 500 * (web_pods + room) + (1000 if other else 0)
         node = node_manifest(name, provisioner="default", labels={ZONE: zone, **(labels or {})},
                              allocatable={"cpu": f"{cpu_milli}m", "memory": "16Gi", "pods": "110"},
                              taints=taints, ready=ready)
@@ -86,24 +87,19 @@ class Cluster:
         for i in range(web_pods):
             self.bound.append(manifest(f"{name}-web-{i}", cpu="500m", labels=dict(WEB), spec={"nodeName": name},
                                        status={"phase": "Running"}))
-        if other_cpu:
+        if other:
             self.bound.append(manifest(f"{name}-other", cpu="1", labels={"app": "other"}, spec={"nodeName": name},
                                        status={"phase": "Running"}))
         return self
 
-    def plan(self, pods: list[dict[str, Any]], prov: Any = None, types: Any = None, **options: Any) -> Plan:
+    def plan(self, pods: list[dict[str, Any]], prov: Any = None, others: list[dict[str, Any]] | None = None,
+             **options: Any) -> Plan:
+        """The plan for ``pods`` (``others``: more pods in the cluster; ``options``: SolverInput fields to set)."""
         prov = prov or provisioner(requirements=AMD64_OD)
-        snapshot = snapshot_of(nodes=self.nodes, pods=self.bound + pods + options.pop("others", []),
-                               provisioners=[prov])
-        built = build_solver_input(snapshot, NodeViews().nodes(snapshot), pods,
-                                   {prov.name: types or [M5_XLARGE]}, now=NOW)
+        snapshot = snapshot_of(nodes=self.nodes, pods=self.bound + pods + (others or []), provisioners=[prov])
+        built = build_solver_input(snapshot, NodeViews().nodes(snapshot), pods, {prov.name: [M5_XLARGE]}, now=NOW)
         assert built.refused == ()
-        given = built.input
-        if options:
-            from dataclasses import replace
-
-            given = replace(given, **options)
-        return solve(given)
+        return solve(replace(built.input, **options))
 
 
 def on_existing(plan: Plan) -> dict[str, list[str]]:
@@ -145,7 +141,7 @@ def test_hostname_max_skew_2_and_3_launch_no_more_nodes_than_needed():
     assert new_sizes(full.plan(pending(9, tsc(max_skew=3)))) == [4, 5]
     # with a node that has none (any node is a domain: taints are ignored by default), the
     # minimum stays 0 and every new node holds maxSkew
-    with_empty = Cluster().node("n1", web_pods=2).node("n2", web_pods=2).node("sys", other_cpu="1")
+    with_empty = Cluster().node("n1", web_pods=2).node("n2", web_pods=2).node("sys", other=True)
     assert new_sizes(with_empty.plan(pending(6, tsc(max_skew=2)))) == [2, 2, 2]
     assert new_sizes(with_empty.plan(pending(9, tsc(max_skew=3)))) == [3, 3, 3]
 
@@ -208,7 +204,7 @@ def test_min_domains_for_zones():
 # ----------------------------------------------------------------------------- node inclusion policies
 def test_node_affinity_policy_honor_and_ignore():
     pool = provisioner(requirements=AMD64_OD, labels=[("pool", "web")])
-    cluster = Cluster().node("sys", other_cpu="1").node("w1", web_pods=1, room=2, labels={"pool": "web"})
+    cluster = Cluster().node("sys", other=True).node("w1", web_pods=1, room=2, labels={"pool": "web"})
     selector = {"nodeSelector": {"pool": "web"}}
     # Honor (default): only nodes the pod's node selector matches are domains: w1 alone, so it
     # takes pods up to its room; the third gets a new node
@@ -236,7 +232,7 @@ def test_node_taints_policy_honor_and_ignore():
 
 # ----------------------------------------------------------------------------- selectors, soft constraints
 def test_a_constraint_without_label_selector_counts_no_pod():
-    cluster = Cluster().node("sys", other_cpu="1")
+    cluster = Cluster().node("sys", other=True)
     assert new_sizes(cluster.plan(pending(3, tsc(selector=None)))) == [3]
     # matchLabelKeys alone select the pods with the pod's values of those keys
     by_revision = tsc(selector=None, matchLabelKeys=["rev"])
@@ -245,7 +241,7 @@ def test_a_constraint_without_label_selector_counts_no_pod():
 
 def test_schedule_anyway_never_keeps_a_pod_off_an_existing_node():
     # kube-scheduler only scores ScheduleAnyway: w1 (3 web pods, minimum 0) still takes w0
-    cluster = Cluster().node("sys", other_cpu="1").node("w1", web_pods=3, room=1)
+    cluster = Cluster().node("sys", other=True).node("w1", web_pods=3, room=1)
     plan = cluster.plan(pending(3, tsc(when="ScheduleAnyway")))
     assert on_existing(plan) == {"w1": ["w0"]}
     # on new nodes it is held as a preference: one each
@@ -254,7 +250,7 @@ def test_schedule_anyway_never_keeps_a_pod_off_an_existing_node():
 
 def test_schedule_anyway_is_held_then_relaxed_when_nothing_fits():
     # only zone a may get nodes; b has a full node without web pods, so a may hold one web pod
-    cluster = Cluster().node("b1", B, other_cpu="1")
+    cluster = Cluster().node("b1", B, other=True)
     only_a = provisioner(requirements=(("topology.kubernetes.io/zone", "In", (A,)),) + AMD64_OD)
     soft = cluster.plan(pending(2, tsc(ZONE, when="ScheduleAnyway")), prov=only_a)
     assert new_zones(soft) == [(A, ["w0", "w1"])] and soft.unschedulable == ()
