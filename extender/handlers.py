@@ -48,7 +48,7 @@ from extender.state import (
     ProvisionerInfo,
 )
 from provisioner.model.resources import CPU, MEMORY
-from provisioner.scheduling.pods import tolerates_all
+from provisioner.scheduling.pods import node_affinity_score, tolerates_all
 
 log = logging.getLogger("groupless.extender")
 
@@ -289,6 +289,24 @@ def filter(  # noqa: A001 - the extender verb's name
 
 
 # ----------------------------------------------------------------------------------- prioritize
+def preferred_tier(state: ExtenderState, names: list[str], pod: PodFacts) -> frozenset[str] | None:
+    """The candidates ``names`` kube-scheduler's NodeAffinity plugin ranks highest for ``pod``; None: no ranking.
+
+    None when the pod has no preferred node affinity term. Otherwise the nodes of our cache whose
+    labels meet the preferred terms with the highest sum of weights
+    (:func:`~provisioner.scheduling.pods.node_affinity_score`) among the candidates we know.
+    """
+    if not pod.preferred:
+        return None
+    sums: dict[str, int] = {}
+    for name in names:
+        info = state.nodes.get(name)
+        if info is not None:
+            sums[name] = node_affinity_score(pod.preferred, info.labels)
+    top = max(sums.values(), default=0)
+    return frozenset(name for name, total in sums.items() if total == top)
+
+
 def prioritize(
     args: Mapping[str, Any],
     state: ExtenderState,
@@ -299,6 +317,10 @@ def prioritize(
 
     Scores (0..10, kube-scheduler multiplies by ``weight`` × 10):
 
+    - 0: for a pod with preferred node affinity, every candidate outside
+      :func:`preferred_tier` (a node whose labels meet terms of a lower total weight than
+      another candidate's): the extender never favours a node kube-scheduler's NodeAffinity
+      plugin ranks lower; the rules below rank the nodes of the tier;
     - 10: the node this pod is nominated to (the node launched for it);
     - 0: a managed node that ``ttlSecondsUntilExpired`` retires within ``expiry_horizon``
       seconds (or already has), and nodes not in our cache;
@@ -319,11 +341,12 @@ def prioritize(
     pod_cpu, pod_memory = pod.requests.get(CPU), pod.requests.get(MEMORY)
     rows, nominated = state.score_rows, state.nominated
     horizon_end = now + expiry_horizon
+    preferred = preferred_tier(state, request.names, pod)
     scores: list[int] = []
     shares: list[float | None] = []  # the pod's share of the node's price, USD per hour
     for name in request.names:
         row = rows.get(name)
-        if row is None:
+        if row is None or (preferred is not None and name not in preferred):
             scores.append(MIN_PRIORITY)
             shares.append(None)
             continue

@@ -11,7 +11,9 @@ apply.
 
 Node requirement alternatives follow ``nodeaffinity.GetRequiredNodeAffinity``: ``nodeSelector``
 AND any one of the required ``nodeSelectorTerms`` (terms with only ``matchFields`` select a node
-by name and constrain nothing we check).
+by name and constrain nothing we check). Preferred node affinity terms are read as the solver
+reads them (:func:`provisioner.scheduling.pods.preferred_node_terms`), one at a time: a term that
+cannot be read is left out.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from provisioner.model import objects
 from provisioner.model.pods import is_daemonset_pod
 from provisioner.model.requirements import RequirementError, Requirements
 from provisioner.model.resources import Resources
-from provisioner.scheduling.pods import Toleration, effective_requests
+from provisioner.scheduling.pods import Toleration, effective_requests, preferred_node_terms
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +37,8 @@ class PodFacts:
     ``requests``: what kube-scheduler charges the pod (core units, ``pods: 1`` included).
     ``alternatives``: node requirements, any one of which a node must meet.
     ``daemonset``: owned by a DaemonSet (node sizing already counts DaemonSet overhead, so
-    reservations never keep these pods out).
+    reservations never keep these pods out). ``preferred``: the preferred node affinity terms
+    as ``(weight, requirements)``, heaviest first.
     """
 
     uid: str
@@ -44,6 +47,7 @@ class PodFacts:
     tolerations: tuple[Toleration, ...]
     alternatives: tuple[Requirements, ...]
     daemonset: bool = False
+    preferred: tuple[tuple[int, Requirements], ...] = ()
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -89,6 +93,19 @@ def _alternatives(spec: Mapping[str, Any]) -> tuple[Requirements, ...]:
     return tuple(alternatives) or (base,)
 
 
+def _preferred(spec: Mapping[str, Any]) -> tuple[tuple[int, Requirements], ...]:
+    items = _list(_map(_map(spec.get("affinity")).get("nodeAffinity")).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"))
+    terms: list[tuple[int, Requirements]] = []
+    for item in items:
+        try:
+            terms.extend(preferred_node_terms([item], "preferredDuringSchedulingIgnoredDuringExecution"))
+        except (ValueError, TypeError):
+            continue  # kube-scheduler's PreScore fails on it: nothing we could score by
+    terms.sort(key=lambda wr: -wr[0])
+    return tuple(terms)
+
+
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
     """Read a v1.Pod dict into :class:`PodFacts`; never raises on odd content."""
     spec = objects.spec(pod)
@@ -99,4 +116,5 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
         tolerations=_tolerations(spec),
         alternatives=_alternatives(spec),
         daemonset=is_daemonset_pod(pod),
+        preferred=_preferred(spec),
     )

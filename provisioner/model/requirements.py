@@ -135,6 +135,17 @@ class Requirement:
         """True when no value is allowed (DoesNotExist, or an empty intersection)."""
         return len(self) == 0
 
+    def allows_absent(self) -> bool:
+        """True when a node without the label meets this requirement: NotIn and DoesNotExist.
+
+        In, Exists, Gt and Lt need the label (kube's ``labels.Selector``: a Gt or Lt with NotIn
+        values still needs a number to compare). An empty intersection of In sets reads as
+        DoesNotExist here; :meth:`Requirements.infeasible_keys` tells those apart.
+        """
+        if self.greater_than is not None or self.less_than is not None:
+            return False
+        return self.complement == bool(self.values)
+
     def any_value(self) -> str | None:
         """The smallest allowed value of a finite set; None for a complement set."""
         if self.complement:
@@ -346,6 +357,25 @@ class Requirements(Mapping[str, Requirement]):
                 continue
             return f"label {key} does not have known values"
         return self.intersects(incoming)
+
+    def mismatch(self, labels: Mapping[str, str]) -> str | None:
+        """None when a node with ``labels`` meets every requirement, else why not (the first key unmet).
+
+        kube-scheduler's node selector term match (``component-helpers`` ``nodeaffinity``): a
+        present label must be an allowed value; an absent one meets only NotIn and DoesNotExist
+        (:meth:`Requirement.allows_absent`); a key whose intersection is empty although an In,
+        Exists, Gt or Lt asked for a value is met by no node.
+        """
+        for key, requirement in self._by_key.items():
+            if key in self._infeasible:
+                return f"{requirement} cannot be met (an empty intersection)"
+            value = labels.get(key)
+            if value is None:
+                if not requirement.allows_absent():
+                    return f"label {key} is absent, {requirement} required"
+            elif not requirement.has(value):
+                return f"label {key}={value} does not meet {requirement}"
+        return None
 
     def labels(self) -> dict[str, str]:
         """Labels implied by single-valued In requirements (what a new node will carry)."""

@@ -386,6 +386,39 @@ def _node_selector_terms(terms: Any, where: str) -> tuple[Requirements, ...]:
     return tuple(result)
 
 
+def preferred_node_terms(items: Any, where: str) -> tuple[tuple[int, Requirements], ...]:
+    """``preferredDuringSchedulingIgnoredDuringExecution`` of a node affinity as ``(weight, term)``, heaviest first.
+
+    As kube-scheduler reads them (``nodeaffinity.NewPreferredSchedulingTerms``): a term of weight
+    0 or without ``matchExpressions`` and ``matchFields`` counts for nothing and is left out.
+    Terms of equal weight keep their order. Raises ValueError naming the field of a malformed term.
+    """
+    preferred: list[tuple[int, Requirements]] = []
+    for i, item in enumerate(_list(items, where)):
+        item_map = _map(item, f"{where}[{i}]")
+        preference = _map(item_map.get("preference"), f"{where}[{i}].preference")
+        terms = _node_selector_terms([preference], f"{where}[{i}].preference")
+        try:
+            weight = int(item_map.get("weight") or 0)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where}[{i}].weight: not an integer: {item_map.get('weight')!r}") from error
+        if weight == 0 or not (preference.get("matchExpressions") or preference.get("matchFields")):
+            continue
+        preferred.append((weight, terms[0]))
+    preferred.sort(key=lambda wr: -wr[0])
+    return tuple(preferred)
+
+
+def node_affinity_score(terms: Iterable[tuple[int, Requirements]], labels: Mapping[str, str]) -> int:
+    """The sum of the weights of the preferred node affinity ``terms`` a node with ``labels`` meets.
+
+    kube-scheduler's NodeAffinity score before normalisation (``PreferredSchedulingTerms.Score``);
+    the plugin then scales it to 0..100 against the highest score among the feasible nodes, so
+    the order of nodes by this sum is the order the plugin gives them.
+    """
+    return sum(weight for weight, term in terms if term.mismatch(labels) is None)
+
+
 def _affinity_terms(items: Any, where: str, namespace: str, weighted: bool) -> tuple[PodAffinityTerm, ...]:
     result = []
     for i, item in enumerate(_list(items, where)):
@@ -487,17 +520,8 @@ def pod_from_manifest(obj: Mapping[str, Any], volume_requirements: Sequence[Requ
     required_terms = _node_selector_terms(
         required.get("nodeSelectorTerms"),
         "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms")
-    preferred: list[tuple[int, Requirements]] = []
-    pwhere = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
-    for i, item in enumerate(_list(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), pwhere)):
-        item_map = _map(item, f"{pwhere}[{i}]")
-        terms = _node_selector_terms([item_map.get("preference") or {}], f"{pwhere}[{i}].preference")
-        try:
-            weight = int(item_map.get("weight") or 0)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{pwhere}[{i}].weight: not an integer: {item_map.get('weight')!r}") from error
-        preferred.append((weight, terms[0]))
-    preferred.sort(key=lambda wr: -wr[0])
+    preferred = preferred_node_terms(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"),
+                                     "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution")
 
     tolerations = []
     for i, tol in enumerate(_list(spec.get("tolerations"), "spec.tolerations")):
@@ -549,7 +573,7 @@ def pod_from_manifest(obj: Mapping[str, Any], volume_requirements: Sequence[Requ
         requests=pod_requests(obj),
         node_selector=node_selector,
         required_node_affinity=required_terms,
-        preferred_node_affinity=tuple(preferred),
+        preferred_node_affinity=preferred,
         tolerations=tuple(tolerations),
         topology_spread=tuple(spreads),
         pod_affinity=_affinity_terms(pod_aff.get(rq), f"spec.affinity.podAffinity.{rq}", namespace, False),

@@ -30,18 +30,20 @@ ZONES = ("ap-south-1a", "ap-south-1b", "ap-south-1c")
 
 
 def instance_type(name, arch, cpu, mem_mib, pods, alloc_cpu, alloc_mem_mib, od_price, spot_price=None,
-                  zones=ZONES, extra=None):
+                  zones=ZONES, extra=None, labels=None):
     """An InstanceType with on-demand (and, given ``spot_price``, spot) offerings in each of ``zones``.
 
     ``cpu``/``alloc_cpu`` milli-CPU, ``mem_mib``/``alloc_mem_mib`` MiB; the overhead is capacity
     minus allocatable. ``extra``: more capacity (e.g. ``{"nvidia.com/gpu": 1}``), never reserved.
+    ``labels``: the provider's labels of the type (``karpenter.k8s.aws/instance-*``).
     """
     offerings = [Offering(z, "on-demand", od_price) for z in zones]
     if spot_price is not None:
         offerings += [Offering(z, "spot", spot_price) for z in zones]
     capacity = Resources({"cpu": cpu, "memory": mem_mib * MIB, "pods": pods, **(extra or {})})
     overhead = Resources({"cpu": cpu - alloc_cpu, "memory": (mem_mib - alloc_mem_mib) * MIB})
-    return InstanceType(name=name, arch=arch, capacity=capacity, overhead=overhead, offerings=tuple(offerings))
+    return InstanceType(name=name, arch=arch, capacity=capacity, overhead=overhead, offerings=tuple(offerings),
+                        labels=tuple(sorted((labels or {}).items())))
 
 
 def solver_r6gd_xlarge(spot_price=None):

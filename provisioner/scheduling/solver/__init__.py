@@ -14,27 +14,34 @@ checked once per batch, topology always hard); the modules mirror its files:
 * :mod:`.queue` (``queue.go``): pods are queued by cpu, then memory, descending (first-fit
   decreasing), then creation time and UID, so the plan does not depend on input order.
 * :mod:`.existing` (``existingnode.go``), :mod:`.planned` (``nodeclaim.go``),
-  :mod:`.templates` (``nodeclaimtemplate.go``): each pod is tried, in order, on existing nodes
-  (initialised first, then in-flight, by name), on the new nodes planned so far (in the order
-  they were opened: the first that takes it, unless one of the next few takes it for less),
-  and on a new node of the first Provisioner (``weight`` desc, then name) whose requirements,
-  taints, limits and instance types can take it. A planned node keeps every instance type
-  that still fits all of its pods plus that type's DaemonSet overhead and still has an allowed
-  offering; a pod joins only if one remains, and (in :func:`solve`, not
-  :func:`solve_first_fit`) only if that raises the node's price by no more than a node of its
-  own would cost. The node's requirements narrow as pods join (a zone chosen for topology, a
-  node selector).
+  :mod:`.templates` (``nodeclaimtemplate.go``): each pod is tried on existing nodes first, as
+  kube-scheduler would bind it: among the nodes that meet its required constraints and have
+  room, an initialised one before an in-flight one, then the highest preferred node affinity
+  score (the sum of the weights of the terms the node's labels meet), then by name. Then on
+  the new nodes planned so far (in the order they were opened: the first that takes it, unless
+  one of the next few takes it for less), and on a new node of the first Provisioner
+  (``weight`` desc, then name) whose requirements, taints, limits and instance types can take
+  it. A planned node keeps every instance type that still fits all of its pods plus that type's
+  DaemonSet overhead and still has an allowed offering; a pod joins only if one remains, and
+  (in :func:`solve`, not :func:`solve_first_fit`) only if that raises the node's price by no
+  more than a node of its own would cost. The node's requirements narrow as pods join (a zone
+  chosen for topology, a node selector). Requirements are met by the labels a node will really
+  carry (:mod:`.templates`): an instance type without a label other types carry meets only
+  NotIn and DoesNotExist on it; existing nodes are judged by their labels.
 * :mod:`.topology` (``topology.go``, ``topologygroup.go``): topology spread, pod affinity and
   anti-affinity, counted per domain as pods are placed. Spread follows kube-scheduler's
   PodTopologySpread (existing nodes are domains, for the hostname too; node inclusion policies;
-  ``minDomains``), judged as kube-scheduler will judge each placement: now for existing nodes,
-  against the finished plan for new ones, whatever order they register in. When a workload
-  alone on new nodes leant on counts the finished plan does not keep, the input is solved
-  again (at most :data:`~.solve.MAX_SOLVES` times in all).
-* :mod:`.preferences` (``preferences.go``): when a pod fits nowhere, one preference is relaxed
-  (preferred pod affinity, preferred pod anti-affinity, preferred node affinity heaviest first,
-  ScheduleAnyway spread, then PreferNoSchedule taints) and the pod goes to the back of the
-  queue; the loop ends after a full pass without progress, so affinity chains settle.
+  ``minDomains``; the domains follow the pod's required constraints, never its preferences),
+  judged as kube-scheduler will judge each placement: now for existing nodes, against the
+  finished plan for new ones, whatever order they register in. When a workload alone on new
+  nodes leant on counts the finished plan does not keep, the input is solved again (at most
+  :data:`~.solve.MAX_SOLVES` times in all).
+* :mod:`.preferences` (``preferences.go``): new nodes hold a pod's preferences as if required,
+  preferred node affinity as the set of terms with the highest total weight a new node can
+  meet. When a pod fits nowhere, one preference is relaxed (preferred pod affinity, preferred
+  pod anti-affinity, the next set of preferred node affinity terms by total weight, ScheduleAnyway
+  spread, then PreferNoSchedule taints) and the pod goes to the back of the queue; the loop
+  ends after a full pass without progress, so affinity chains settle.
 * :mod:`.pricing`: each planned node's instance type options are ordered by the price of their
   cheapest allowed offering and cut to :data:`MAX_INSTANCE_TYPES`; its price is the cheapest
   option's.

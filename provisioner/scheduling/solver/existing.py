@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from provisioner.api.types import Provisioner, Taint
 from provisioner.model import labels as wk
-from provisioner.model.requirements import DOES_NOT_EXIST, NOT_IN, Requirements
+from provisioner.model.requirements import Requirements
 from provisioner.model.taints import EPHEMERAL_TAINT_KEYS
 from provisioner.scheduling.nodes import ClusterNode
 from provisioner.scheduling.pods import HostPort, Pod, tolerates_all
@@ -107,15 +107,12 @@ class ExistingNode:
 
 
 def labels_satisfy(labels: Mapping[str, str], requirements: Requirements) -> str | None:
-    """None when a node with ``labels`` meets ``requirements`` (kube's node affinity match), else why not."""
-    for key, requirement in requirements.items():
-        value = labels.get(key)
-        if value is None:
-            if requirement.operator not in (NOT_IN, DOES_NOT_EXIST):
-                return f"label {key} is absent, {requirement} required"
-        elif not requirement.has(value):
-            return f"label {key}={value} does not meet {requirement}"
-    return None
+    """None when a node with ``labels`` meets ``requirements`` (kube's node affinity match), else why not.
+
+    :meth:`Requirements.mismatch <provisioner.model.requirements.Requirements.mismatch>`: an
+    existing node is judged by the labels it really has.
+    """
+    return requirements.mismatch(labels)
 
 
 def _counted_taints(node: ClusterNode, startup_taints: Mapping[str, tuple[Taint, ...]]) -> tuple[Taint, ...]:

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from provisioner.model.requirements import Requirement, Requirements
     from provisioner.scheduling.instancetypes import Offering
     from provisioner.scheduling.solver.planned import OpenNode
-    from provisioner.scheduling.solver.preferences import Relaxation
+    from provisioner.scheduling.solver.preferences import Alternative, Relaxation
     from provisioner.scheduling.solver.pricing import PricedOption
     from provisioner.scheduling.solver.queue import PodShape
     from provisioner.scheduling.solver.templates import TypeOption
@@ -54,9 +54,11 @@ class Memo:
       only while both are the very objects it stores.
     * ``existing_compatibility``: (existing node index, alternative) -> whether the node's
       labels meet the alternative.
+    * ``existing_scores``: (existing node index, shape) -> the node's preferred node affinity
+      score for such a pod.
     * ``shapes``: what identical pods share -> their :class:`PodShape`.
-    * ``constraints``: (shape, relaxation) -> the pod's active topology constraints and
-      node requirement alternatives.
+    * ``constraints``: (shape, relaxation) -> the pod's active topology constraints and the
+      ways a new node may take it (its requirement alternatives with the preferred terms held).
     * ``spread_domains``: (domain filter, topology key) -> the values of the key the
       Provisioners the filter admits offer on new nodes.
     * ``envelopes``: id(options) -> the list, its largest allocatable and largest capacity.
@@ -93,9 +95,10 @@ class Memo:
     narrowed: dict[tuple[OpenNode, Requirements],
                    tuple[Options, Requirements, tuple[Requirements, Options] | str]] = field(default_factory=dict)
     existing_compatibility: dict[tuple[int, Requirements], bool] = field(default_factory=dict)
+    existing_scores: dict[tuple[int, PodShape], int] = field(default_factory=dict)
     shapes: dict[tuple[Any, ...], PodShape] = field(default_factory=dict)
     constraints: dict[tuple[PodShape, Relaxation],
-                      tuple[list[TopologyConstraint], list[Requirements]]] = field(default_factory=dict)
+                      tuple[list[TopologyConstraint], list[Alternative]]] = field(default_factory=dict)
     spread_domains: dict[tuple[DomainFilter, str], frozenset[str]] = field(default_factory=dict)
     envelopes: dict[int, tuple[Options, Vector, Vector]] = field(default_factory=dict)
     limit_envelopes: dict[tuple[int, int], tuple[Options, list[int], list[Vector]]] = field(default_factory=dict)

@@ -23,6 +23,7 @@ from provisioner.model import labels as wk
 from provisioner.model.requirements import IN, Requirement, Requirements
 from provisioner.scheduling.pods import HostPort, Pod, tolerates_all
 from provisioner.scheduling.solver.memo import Memo
+from provisioner.scheduling.solver.preferences import Alternative
 from provisioner.scheduling.solver.pricing import (
     PricedOption,
     PriceFit,
@@ -36,6 +37,7 @@ from provisioner.scheduling.solver.templates import (
     allows,
     any_fits,
     option_domains,
+    unmet_at_launch,
     without_port_conflicts,
 )
 from provisioner.scheduling.solver.topology import Topology, TopologyConstraint
@@ -123,7 +125,7 @@ class OpenNode:
         return None
 
     # ------------------------------------------------------------------ taking a pod
-    def can_add(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternatives: list[Requirements],
+    def can_add(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternatives: list[Alternative],
                 topology: Topology, memo: Memo, cost_aware: bool) -> Candidate | Refusal:
         """The placement of ``queued`` on this node, or why not.
 
@@ -155,13 +157,18 @@ class OpenNode:
                 return outcome
         return refusal
 
-    def _candidate(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternative: Requirements,
+    def _candidate(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternative: Alternative,
                    total: Vector, topology: Topology, memo: Memo, cost_aware: bool) -> Candidate | Refusal:
-        """The placement of ``queued`` under one requirement alternative, or why not."""
-        cached = memo.narrowed.get((self, alternative))
+        """The placement of ``queued`` under one requirement alternative, or why not.
+
+        The node narrows to ``alternative.requirements`` (preferred terms held included);
+        topology counts the domains ``alternative.required`` allows, as kube-scheduler does.
+        """
+        wanted = alternative.requirements
+        cached = memo.narrowed.get((self, wanted))
         if cached is None or cached[0] is not self.options or cached[1] is not self.requirements:
-            cached = (self.options, self.requirements, self._narrow(alternative, memo))
-            memo.narrowed[(self, alternative)] = cached
+            cached = (self.options, self.requirements, self._narrow(wanted, memo))
+            memo.narrowed[(self, wanted)] = cached
         narrowed = cached[2]
         if isinstance(narrowed, str):
             return PERMANENT
@@ -184,7 +191,7 @@ class OpenNode:
                 return PERMANENT
         fit = self.price_with(options, requirements, total, memo)
         if fit is None or (cost_aware and fit.price - self.price > standalone_price(
-                memo, self.template, alternative, shape.accelerator, queued.requests) + 1e-9):
+                memo, self.template, wanted, shape.accelerator, queued.requests) + 1e-9):
             # growing this node costs more than a node of its own: first-fit would overpay.
             # Counted as permanent for the skip pointer (a heuristic: the node only gets
             # fuller), which keeps big batches linear.
@@ -231,7 +238,7 @@ class OpenNode:
 
     def _narrow(self, alternative: Requirements, memo: Memo) -> tuple[Requirements, list[TypeOption]] | str:
         """The node's requirements and options narrowed by ``alternative``, or why they cannot be."""
-        reason = self.requirements.compatible(alternative, self.template.allow_undefined)
+        reason = unmet_at_launch(self.template, self.requirements, alternative)
         if reason is not None:
             return reason
         requirements = self.requirements & alternative
@@ -325,7 +332,7 @@ def pin(memo: Memo, requirements: Requirements, options: list[TypeOption],
 
 # --------------------------------------------------------------------------- opening a node
 def open_node(index: int, template: NodeTemplate, queued: QueuedPod, constraints: list[TopologyConstraint],
-              alternative: Requirements, requirements: Requirements, options: list[TypeOption],
+              alternative: Alternative, requirements: Requirements, options: list[TypeOption],
               topology: Topology, memo: Memo) -> Candidate | str:
     """A new node of ``template`` for ``queued`` (the placement that opens it), or why not.
 

@@ -10,14 +10,22 @@ preference, so affinity chains settle.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from provisioner.model.requirements import Requirements
 from provisioner.model.resources import ACCELERATORS, CPU, MEMORY
 from provisioner.scheduling.pods import Pod
 from provisioner.scheduling.solver.memo import Memo
-from provisioner.scheduling.solver.preferences import HELD, Relaxation, relax
+from provisioner.scheduling.solver.preferences import (
+    HELD,
+    NO_TERMS,
+    HeldTerms,
+    Relaxation,
+    preferred_sets,
+    relax,
+    required_alternatives,
+)
 from provisioner.scheduling.solver.topology import Topology, TopologyGroup
 from provisioner.scheduling.solver.vectors import Vector
 
@@ -27,9 +35,11 @@ class PodShape:
     """What pods with the same namespace, labels and scheduling constraints share.
 
     ``base``: node selector and volume topology; ``terms``: the required node affinity terms
-    (one empty term when there are none); ``accelerator``: the pod requests an accelerator;
-    ``selected_by``: the topology groups that count such a pod; ``anti_affinity_groups``: the
-    groups of its required anti-affinity terms.
+    (one empty term when there are none); ``required``: ``base`` AND each term, what
+    kube-scheduler filters nodes on; ``preferred_sets``: the sets of preferred node affinity terms
+    a new node may hold, in the order held (:func:`~provisioner.scheduling.solver.preferences.preferred_sets`);
+    ``accelerator``: the pod requests an accelerator; ``selected_by``: the topology groups that
+    count such a pod; ``anti_affinity_groups``: the groups of its required anti-affinity terms.
     """
 
     base: Requirements
@@ -37,9 +47,16 @@ class PodShape:
     accelerator: bool
     selected_by: tuple[TopologyGroup, ...] = ()
     anti_affinity_groups: tuple[TopologyGroup, ...] = ()
+    required: list[Requirements] = field(default_factory=list)
+    preferred_sets: tuple[HeldTerms, ...] = (NO_TERMS,)
 
 
-def shape_of(pod: Pod, topology: Topology, memo: Memo) -> PodShape:
+#: Whether some new node can take a pod of a shape under the given requirements (its required
+#: constraints ANDed with a set of preferred terms): the solver's answer from its templates.
+Feasible = Callable[[Pod, PodShape, Requirements], bool]
+
+
+def shape_of(pod: Pod, topology: Topology, memo: Memo, feasible: Feasible) -> PodShape:
     """The shape of ``pod`` (one per distinct shape in a solve; the groups must be registered)."""
     accelerator = any(pod.requests.get(a) > 0 for a in ACCELERATORS)
     identity = (
@@ -48,16 +65,23 @@ def shape_of(pod: Pod, topology: Topology, memo: Memo) -> PodShape:
         pod.pod_affinity, pod.pod_anti_affinity, pod.preferred_pod_affinity,
         pod.preferred_pod_anti_affinity, pod.host_ports, pod.volume_requirements, accelerator,
     )
-    shape = memo.shapes.get(identity)
-    if shape is None:
-        shape = PodShape(
-            base=pod.base_requirements,
-            terms=pod.required_node_affinity or (Requirements(),),
-            accelerator=accelerator,
-            selected_by=topology.selecting(pod.namespace, pod.labels),
-            anti_affinity_groups=topology.anti_affinity_groups(pod),
-        )
-        memo.shapes[identity] = shape
+    found = memo.shapes.get(identity)
+    if found is not None:
+        return found
+    base = pod.base_requirements
+    terms = pod.required_node_affinity or (Requirements(),)
+    shape = PodShape(
+        base=base,
+        terms=terms,
+        accelerator=accelerator,
+        selected_by=topology.selecting(pod.namespace, pod.labels),
+        anti_affinity_groups=topology.anti_affinity_groups(pod),
+        required=required_alternatives(base, terms),
+    )
+    if pod.preferred_node_affinity:
+        shape.preferred_sets = preferred_sets(pod.preferred_node_affinity,
+                                              lambda requirements: feasible(pod, shape, requirements))
+    memo.shapes[identity] = shape
     return shape
 
 
@@ -77,7 +101,7 @@ class QueuedPod:
 
     def relax(self) -> str | None:
         """Drop one preference; what was dropped, or None when none is left."""
-        relaxed = relax(self.pod, self.relaxation)
+        relaxed = relax(self.pod, self.relaxation, len(self.shape.preferred_sets))
         if relaxed is None:
             return None
         self.relaxation, dropped = relaxed

@@ -15,19 +15,26 @@ from provisioner.model.requirements import IN, Requirement, Requirements
 from provisioner.model.resources import CPU, MEMORY, PODS, Resources
 from provisioner.scheduling.instancetypes import InstanceType, Offering
 from provisioner.scheduling.nodes import ClusterNode
-from provisioner.scheduling.pods import Pod, tolerates_all
-from provisioner.scheduling.solver.existing import ExistingFit, existing_nodes
+from provisioner.scheduling.pods import Pod, node_affinity_score, tolerates_all
+from provisioner.scheduling.solver.existing import ExistingFit, ExistingNode, existing_nodes
 from provisioner.scheduling.solver.memo import Memo
 from provisioner.scheduling.solver.planned import PERMANENT, Candidate, OpenNode, open_node
 from provisioner.scheduling.solver.preferences import (
+    Alternative,
     held_pod_affinity,
     held_pod_anti_affinity,
     held_spread,
     requirement_alternatives,
 )
 from provisioner.scheduling.solver.pricing import launch_options
-from provisioner.scheduling.solver.queue import PodQueue, QueuedPod, shape_of
-from provisioner.scheduling.solver.templates import NodeTemplate, build_templates, offerings, options_for
+from provisioner.scheduling.solver.queue import PodQueue, PodShape, QueuedPod, shape_of
+from provisioner.scheduling.solver.templates import (
+    NodeTemplate,
+    build_templates,
+    matching_options,
+    offerings,
+    options_for,
+)
 from provisioner.scheduling.solver.topology import Even, Topology, TopologyConstraint, ViewKey
 from provisioner.scheduling.solver.vectors import Dimensions
 
@@ -161,7 +168,7 @@ class _Solver:
 
     def solve(self) -> Plan:
         queue = PodQueue(
-            QueuedPod(pod, self.dimensions.vector(pod.requests), shape_of(pod, self.topology, self.memo))
+            QueuedPod(pod, self.dimensions.vector(pod.requests), shape_of(pod, self.topology, self.memo, self.feasible))
             for pod in self.input.pods if _pending(pod)
         )
         failures = self.memo.failures
@@ -184,16 +191,31 @@ class _Solver:
         )
 
     # ------------------------------------------------------------------ placing one pod
-    def constraints(self, queued: QueuedPod) -> tuple[list[TopologyConstraint], list[Requirements]]:
-        """The pod's held topology constraints and node requirement alternatives."""
+    def feasible(self, pod: Pod, shape: PodShape, preferred: Requirements) -> bool:
+        """Whether some new node could take a pod of ``shape`` under its required constraints AND ``preferred``.
+
+        A template whose NoSchedule and NoExecute taints the pod tolerates, with an option of the
+        pod's kind (accelerator or not) that meets the requirements and has an allowed offering.
+        Room, host ports and limits are left to placement (they may change as the plan grows).
+        """
+        for template in self.templates:
+            if tolerates_all(pod.tolerations, template.taints) is not None:
+                continue
+            for required in shape.required:
+                if not isinstance(matching_options(self.memo, template, shape.accelerator, required & preferred), str):
+                    return True
+        return False
+
+    def constraints(self, queued: QueuedPod) -> tuple[list[TopologyConstraint], list[Alternative]]:
+        """The pod's held topology constraints and the ways a new node may take it (preferred terms held)."""
         key = (queued.shape, queued.relaxation)
         cached = self.memo.constraints.get(key)
         if cached is None:
-            pod, relaxation = queued.pod, queued.relaxation
+            pod, relaxation, shape = queued.pod, queued.relaxation, queued.shape
             cached = (
                 self.topology.constraints(pod, held_spread(pod, relaxation), held_pod_affinity(pod, relaxation),
                                           held_pod_anti_affinity(pod, relaxation)),
-                requirement_alternatives(queued.shape.base, queued.shape.terms, pod, relaxation),
+                requirement_alternatives(shape.required, shape.preferred_sets[relaxation.node_affinity]),
             )
             self.memo.constraints[key] = cached
         return cached
@@ -201,12 +223,11 @@ class _Solver:
     def place(self, queued: QueuedPod) -> str | None:
         """Place ``queued`` on an existing node, a planned node or a new node; None, or why it fits nowhere."""
         constraints, alternatives = self.constraints(queued)
-        for node in self.existing:
-            fit = node.can_add(queued, constraints, alternatives, self.topology, self.memo)
-            if isinstance(fit, ExistingFit):
-                node.add(queued)
-                self.topology.record(queued.pod, node, queued.shape)
-                return None
+        existing = self._existing_node(queued, constraints)
+        if existing is not None:
+            existing.add(queued)
+            self.topology.record(queued.pod, existing, queued.shape)
+            return None
         if self._place_on_planned(queued, constraints, alternatives):
             return None
         reasons: list[str] = []
@@ -219,8 +240,42 @@ class _Solver:
             reasons.append("no provisioner")
         return "; ".join(reasons)
 
+    def _existing_node(self, queued: QueuedPod, constraints: list[TopologyConstraint]) -> ExistingNode | None:
+        """The existing node kube-scheduler would bind ``queued`` to, of those that take it now; None when none does.
+
+        Nodes are judged by the pod's required constraints alone (``PodShape.required``): an
+        initialised node before an in-flight one (kube-scheduler binds to the Ready nodes it
+        has), then the highest preferred node affinity score
+        (:func:`~provisioner.scheduling.pods.node_affinity_score`), then the order tried. The
+        scan stops at the first node that takes the pod when it has no preferred node affinity
+        term, or that meets all of them.
+        """
+        pod, shape, memo = queued.pod, queued.shape, self.memo
+        terms = pod.preferred_node_affinity
+        top = sum(weight for weight, _ in terms)
+        best: ExistingNode | None = None
+        best_score = -1
+        for node in self.existing:
+            if best is not None and node.cluster_node.in_flight and not best.cluster_node.in_flight:
+                break
+            fit = node.can_add(queued, constraints, shape.required, self.topology, memo)
+            if not isinstance(fit, ExistingFit):
+                continue
+            if not terms:
+                return node
+            key = (node.index, shape)
+            score = memo.existing_scores.get(key)
+            if score is None:
+                score = node_affinity_score(terms, node.labels)
+                memo.existing_scores[key] = score
+            if score > best_score:
+                best, best_score = node, score
+                if score == top:
+                    break
+        return best
+
     def _place_on_planned(self, queued: QueuedPod, constraints: list[TopologyConstraint],
-                          alternatives: list[Requirements]) -> bool:
+                          alternatives: list[Alternative]) -> bool:
         """Place ``queued`` on a node planned so far; False when none takes it.
 
         First fit, unless one of the next :data:`SLACK_SEARCH` nodes holds the pod for less
@@ -261,7 +316,7 @@ class _Solver:
         self._commit(best)
         return True
 
-    def _open(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternatives: list[Requirements],
+    def _open(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternatives: list[Alternative],
               template: NodeTemplate) -> str | None:
         """Open a new node of ``template`` for ``queued``; None, or why the template cannot."""
         pod = queued.pod
@@ -270,7 +325,8 @@ class _Solver:
             return reason
         last = "no compatible requirements"
         for alternative in alternatives:
-            screened = options_for(self.memo, template, pod, queued.shape.accelerator, queued.requests, alternative)
+            screened = options_for(self.memo, template, pod, queued.shape.accelerator, queued.requests,
+                                   alternative.requirements)
             if isinstance(screened, str):
                 last = screened
                 continue
@@ -305,8 +361,6 @@ class _Solver:
             Requirement.of(wk.ZONE, IN, sorted({o.zone for o in offered})),
             Requirement.of(wk.CAPACITY_TYPE, IN, sorted({o.capacity_type for o in offered})),
         ))
-        labels = {**requirements.labels(), **template.labels}
-        labels.pop(wk.HOSTNAME, None)
         return PlannedNode(
             provisioner=template.provisioner.name,
             pods=tuple(node.pods),
@@ -314,7 +368,7 @@ class _Solver:
             instance_type_options=options,
             offering=chosen[0].offering,
             price=chosen[0].price,
-            labels=labels,
+            labels=template.launch_labels(requirements),
             taints=template.taints,
         )
 

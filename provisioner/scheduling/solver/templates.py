@@ -5,6 +5,25 @@ types offer), taints, labels and limits, and its instance types as :class:`TypeO
 each with its allocatable less the DaemonSet overhead that lands on a node of that type, so
 every fit check already counts the DaemonSets. Templates come in the order the solver tries
 them (``weight`` desc, then name: :func:`provisioner.scheduling.provisioners.order_provisioners`).
+
+**The labels a new node carries** decide which requirements it meets, because kube-scheduler
+matches a pod's node selector and required node affinity against the Node's labels alone. A
+node launched for a plan carries (``provisioner.controllers.provisioning.nodes.node_labels``):
+
+* the labels of its instance type and offering (``node.kubernetes.io/instance-type``,
+  ``kubernetes.io/arch``, ``kubernetes.io/os``, the zone, the capacity type and the provider's
+  ``karpenter.k8s.aws/instance-*`` labels). A key some of the Provisioner's instance types carry
+  and others lack (``karpenter.k8s.aws/instance-local-nvme``, ``instance-gpu-*``) is absent on
+  a node of a type that lacks it: that type meets only NotIn and DoesNotExist on the key
+  (Karpenter gets the same from instance types that list such keys as DoesNotExist);
+* ``kubernetes.io/hostname``, the node's name, unknown before launch: Exists and NotIn are met,
+  In, Gt, Lt and DoesNotExist are not;
+* the Provisioner's ``labels`` and ``karpenter.sh/provisioner-name``;
+* every other key the node's requirements (the Provisioner's, narrowed by its pods) give a finite
+  set of values: the smallest of them (:meth:`NodeTemplate.launch_labels`; Karpenter labels a
+  NodeClaim with one value of each such requirement too). A key left open (Exists, NotIn, Gt,
+  Lt) is not carried, so a pod's In, Exists, Gt or Lt on it is not met
+  (:func:`unmet_at_launch`).
 """
 
 from __future__ import annotations
@@ -16,7 +35,7 @@ from operator import le
 from provisioner.api.types import Provisioner, Taint
 from provisioner.model import labels as wk
 from provisioner.model.quantity import format_quantity
-from provisioner.model.requirements import IN, Requirement, Requirements
+from provisioner.model.requirements import EXISTS, IN, NOT_IN, Requirement, Requirements
 from provisioner.model.resources import Resources
 from provisioner.scheduling.instancetypes import InstanceType, Offering
 from provisioner.scheduling.pods import HostPort, Pod, tolerates_all
@@ -32,6 +51,8 @@ from provisioner.scheduling.solver.vectors import Dimensions, Vector, minus
 #: Keys an instance type or offering fills in at launch: a pod may ask for them even when the
 #: Provisioner does not mention them.
 LAUNCH_KEYS = frozenset({wk.ZONE, wk.INSTANCE_TYPE, wk.ARCH, wk.OS, wk.CAPACITY_TYPE})
+#: The operators a node's name meets before it is known (it exists, and it is a new name).
+_HOSTNAME_OPERATORS = frozenset({EXISTS, NOT_IN})
 
 
 @dataclass(eq=False, slots=True)
@@ -40,7 +61,8 @@ class TypeOption:
 
     ``allocatable`` is the type's allocatable minus the requests of the DaemonSets that would
     run on a node of this template and type; ``capacity`` the type's capacity (what limits
-    count); ``daemonset_ports`` the host ports those DaemonSets take.
+    count); ``daemonset_ports`` the host ports those DaemonSets take; ``absent_keys`` the
+    instance-type label keys (:attr:`NodeTemplate.type_keys`) this type does not carry.
     """
 
     instance_type: InstanceType
@@ -48,6 +70,7 @@ class TypeOption:
     capacity: Vector
     accelerator: bool
     daemonset_ports: tuple[HostPort, ...]
+    absent_keys: frozenset[str] = frozenset()
 
 
 @dataclass(eq=False, slots=True)
@@ -60,8 +83,10 @@ class NodeTemplate:
     ``usage`` and ``reserved`` are vectors: the Provisioner's limits (None: unlimited), the
     capacity its existing nodes already count, and the capacity the nodes planned so far hold.
     ``limited`` lists the positions of limited resources; ``first_limited`` the first of them
-    (-1: none). ``allow_undefined`` are the keys a pod may require although the template does
-    not define them (the launch keys and every label key an option carries).
+    (-1: none). ``type_keys`` are the label keys the instance type decides (the launch keys and
+    every key one of the Provisioner's instance types carries, but for the Provisioner's own
+    labels); ``allow_undefined`` the keys a pod may require although the template's
+    requirements do not name them (``type_keys`` and ``kubernetes.io/hostname``).
     """
 
     index: int
@@ -74,6 +99,7 @@ class NodeTemplate:
     usage: Vector
     reserved: Vector
     allow_undefined: frozenset[str]
+    type_keys: frozenset[str]
     dimensions: Dimensions
     limited: tuple[int, ...]
     first_limited: int
@@ -114,6 +140,24 @@ class NodeTemplate:
             text += f"; the smallest instance type that fits the pod adds {self.smallest_addition(options)}"
         return f"would exceed limits of provisioner {self.provisioner.name} ({text})"
 
+    def launch_labels(self, requirements: Requirements) -> dict[str, str]:
+        """The labels a new node of this template under ``requirements`` is launched with, before its instance's.
+
+        Each single-valued requirement; each other key outside :attr:`type_keys` with a finite
+        set of values, as the smallest of them (an instance-type key gets its value from the
+        instance); then the Provisioner's labels and ``karpenter.sh/provisioner-name``. Never
+        ``kubernetes.io/hostname`` (the node's name).
+        """
+        labels = requirements.labels()
+        for key, requirement in requirements.items():
+            if key not in labels and key not in self.type_keys:
+                value = requirement.any_value()
+                if value is not None:
+                    labels[key] = value
+        labels.update(self.labels)
+        labels.pop(wk.HOSTNAME, None)
+        return labels
+
     def no_option_reason(self, requirements: Requirements, accelerator: bool) -> str:
         """Why no option of this template meets ``requirements`` for a pod (with accelerators or not)."""
         if not self.options:
@@ -144,10 +188,53 @@ def cheapest_offering(memo: Memo, option: TypeOption, requirements: Requirements
     return min(found, key=lambda o: (o.price, o.capacity_type, o.zone))
 
 
+def meets(instance_type: InstanceType, absent_keys: frozenset[str], requirements: Requirements) -> bool:
+    """True when a node of ``instance_type`` meets ``requirements`` on the instance-type keys.
+
+    A key the type carries must intersect; a key of ``absent_keys`` (carried by other types, not
+    this one) is absent on its nodes and meets only NotIn and DoesNotExist.
+    """
+    if instance_type.requirements.intersects(requirements) is not None:
+        return False
+    for key in absent_keys:
+        requirement = requirements.get(key)
+        if requirement is not None and not requirement.allows_absent():
+            return False
+    return True
+
+
 def allows(memo: Memo, option: TypeOption, requirements: Requirements) -> bool:
-    """True when ``option`` meets ``requirements`` and has an allowed offering."""
-    return (option.instance_type.requirements.intersects(requirements) is None
-            and bool(offerings(memo, option, requirements)))
+    """True when ``option`` meets ``requirements`` (:func:`meets`) and has an allowed offering."""
+    return meets(option.instance_type, option.absent_keys, requirements) and bool(offerings(memo, option, requirements))
+
+
+def unmet_at_launch(template: NodeTemplate, requirements: Requirements, alternative: Requirements) -> str | None:
+    """Why a new node of ``template`` with ``requirements`` would not meet ``alternative``; None when it may.
+
+    ``alternative``: what a pod asks of its node (node selector, one required node affinity
+    term, the preferred terms held). Karpenter's ``Compatible`` first (a key the template's
+    requirements do not name needs to be an instance-type key or to accept an absent label),
+    then what the node will carry (see the module docstring): the hostname is met only by
+    Exists and NotIn, another key outside the instance-type keys only when the node's
+    requirements and ``alternative`` leave a finite set of values to label it with. The
+    instance-type keys are checked per option (:func:`allows`).
+    """
+    reason = requirements.compatible(alternative, template.allow_undefined)
+    if reason is not None:
+        return reason
+    for key, wanted in alternative.items():
+        if key in template.type_keys:
+            continue
+        if key == wk.HOSTNAME:
+            if wanted.operator in _HOSTNAME_OPERATORS:
+                continue
+            return f"label {key} of a new node is its name, not known before launch: {wanted} cannot be met"
+        if wanted.allows_absent():
+            continue
+        carried = requirements[key].intersection(wanted)
+        if carried.complement or not carried.values:
+            return f"label {key} would not be on a new node: {carried} gives it no value"
+    return None
 
 
 def option_domains(memo: Memo, option: TypeOption, requirements: Requirements, key: str) -> set[str]:
@@ -187,15 +274,27 @@ def daemonset_runs_on(daemonset: Pod, node_requirements: Requirements) -> bool:
     return any(node_requirements.compatible(base & term, LAUNCH_KEYS) is None for term in terms)
 
 
+def type_keys(instance_types: Sequence[InstanceType], provisioner_labels: Mapping[str, str]) -> frozenset[str]:
+    """The label keys the instance type of a node decides.
+
+    The launch keys and every key one of ``instance_types`` carries, but for the Provisioner's
+    own labels (``provisioner_labels``: set on every node of the Provisioner).
+    """
+    keys = set(LAUNCH_KEYS)
+    for it in instance_types:
+        keys.update(it.requirements)
+    return frozenset(keys - provisioner_labels.keys())
+
+
 def _type_options(
     dimensions: Dimensions, requirements: Requirements, taints: tuple[Taint, ...],
-    instance_types: Sequence[InstanceType], daemonsets: Sequence[Pod],
-) -> tuple[list[TypeOption], set[str]]:
-    """The options (largest allocatable first) and the label keys they carry."""
+    instance_types: Sequence[InstanceType], daemonsets: Sequence[Pod], keys: frozenset[str],
+) -> list[TypeOption]:
+    """The options that meet ``requirements`` (instance-type ``keys`` a type lacks are absent), largest allocatable first."""
     options: list[TypeOption] = []
-    label_keys: set[str] = set()
     for it in instance_types:
-        if it.requirements.intersects(requirements) is not None or not it.available_offerings(requirements):
+        absent = keys.difference(it.requirements)
+        if not meets(it, absent, requirements) or not it.available_offerings(requirements):
             continue
         node_requirements = requirements & it.requirements
         overhead = Resources()
@@ -208,10 +307,9 @@ def _type_options(
             overhead = overhead + ds.requests
             ports.extend(ds.host_ports)
         options.append(TypeOption(it, dimensions.vector(it.allocatable - overhead), dimensions.vector(it.capacity),
-                                  it.has_accelerator, tuple(ports)))
-        label_keys.update(k for k, _ in it.labels)
+                                  it.has_accelerator, tuple(ports), absent))
     options.sort(key=lambda t: (tuple(-x for x in t.allocatable), t.instance_type.name))
-    return options, label_keys
+    return options
 
 
 def _offered(memo: Memo, requirements: Requirements, options: list[TypeOption]) -> Requirements:
@@ -249,8 +347,9 @@ def build_templates(
         if zones is not None and p.name in zones:
             requirements = requirements.with_requirement(Requirement.of(wk.ZONE, IN, sorted(zones[p.name])))
         taints = provisioner_taints(p)
-        options, label_keys = _type_options(dimensions, requirements, taints, instance_types.get(p.name, ()),
-                                            daemonsets)
+        types = instance_types.get(p.name, ())
+        keys = type_keys(types, p.labels_with_name)
+        options = _type_options(dimensions, requirements, taints, types, daemonsets, keys)
         if options:
             requirements = _offered(memo, requirements, options)
         limits = provisioner_limits(p)
@@ -259,29 +358,25 @@ def build_templates(
             index=index, provisioner=p, requirements=requirements, taints=taints, labels=p.labels_with_name,
             options=options, limits=dimensions.vector(limits) if limits is not None else None,
             usage=dimensions.vector(usage.get(p.name, Resources())), reserved=dimensions.zero,
-            allow_undefined=LAUNCH_KEYS | frozenset(label_keys), dimensions=dimensions,
+            allow_undefined=keys | {wk.HOSTNAME}, type_keys=keys, dimensions=dimensions,
             limited=limited, first_limited=limited[0] if limited else -1,
         ))
     return templates
 
 
 # --------------------------------------------------------------------------- a new node's options
-def options_for(memo: Memo, template: NodeTemplate, pod: Pod, accelerator: bool, requests: Vector,
-                alternative: Requirements) -> tuple[Requirements, list[TypeOption]] | str:
-    """A new node of ``template`` for ``pod`` alone, under ``alternative``: requirements and options.
+def matching_options(memo: Memo, template: NodeTemplate, accelerator: bool,
+                     alternative: Requirements) -> tuple[Requirements, list[TypeOption]] | str:
+    """A new node of ``template`` under ``alternative``: its requirements and the options that meet them.
 
-    Returns the node's requirements and the options that hold the pod (``requests``), or why
-    there are none.
-
-    Options must meet the requirements, match the pod's need for an accelerator, hold its
-    requests plus DaemonSet overhead, leave its host ports free of DaemonSets' and, under
-    limits, fit what the Provisioner has left.
+    The options match the need for an accelerator and have an allowed offering; a reason when
+    there are none or ``alternative`` cannot be met at launch (:func:`unmet_at_launch`).
     """
     key = (template.index, alternative)
     if key in memo.template_compatibility:
         reason = memo.template_compatibility[key]
     else:
-        reason = template.requirements.compatible(alternative, template.allow_undefined)
+        reason = unmet_at_launch(template, template.requirements, alternative)
         if reason is None and (template.requirements & alternative).infeasible_keys():
             reason = "requirements cannot be met together"
         memo.template_compatibility[key] = reason
@@ -295,6 +390,24 @@ def options_for(memo: Memo, template: NodeTemplate, pod: Pod, accelerator: bool,
         memo.template_options[types_key] = matching
     if not matching:
         return template.no_option_reason(requirements, accelerator)
+    return requirements, matching
+
+
+def options_for(memo: Memo, template: NodeTemplate, pod: Pod, accelerator: bool, requests: Vector,
+                alternative: Requirements) -> tuple[Requirements, list[TypeOption]] | str:
+    """A new node of ``template`` for ``pod`` alone, under ``alternative``: requirements and options.
+
+    Returns the node's requirements and the options that hold the pod (``requests``), or why
+    there are none.
+
+    Options must meet the requirements (:func:`matching_options`), match the pod's need for an
+    accelerator, hold its requests plus DaemonSet overhead, leave its host ports free of
+    DaemonSets' and, under limits, fit what the Provisioner has left.
+    """
+    matched = matching_options(memo, template, accelerator, alternative)
+    if isinstance(matched, str):
+        return matched
+    requirements, matching = matched
     fits_key = (template.index, requirements, accelerator, requests)
     options = memo.template_fits.get(fits_key)
     if options is None:

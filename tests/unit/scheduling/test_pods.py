@@ -4,7 +4,7 @@ from provisioner.api.types import Taint
 from provisioner.model.pods import is_daemonset_pod, is_static_pod, is_terminal
 from provisioner.model.resources import MIB
 from provisioner.scheduling.daemonsets import daemonset_pod
-from provisioner.scheduling.pods import Toleration, pod_from_manifest, pod_requests, tolerates_all
+from provisioner.scheduling.pods import Toleration, node_affinity_score, pod_from_manifest, pod_requests, tolerates_all
 from tests.builders.pods import manifest
 
 
@@ -72,6 +72,27 @@ def test_affinity_terms_and_spread_are_read():
     assert not pod.topology_spread[0].hard
     assert [(t.weight, t.topology_key) for t in pod.preferred_pod_anti_affinity] == [
         (50, "topology.kubernetes.io/zone"), (5, "kubernetes.io/hostname")]
+
+
+def test_preferred_node_affinity_is_read_as_kube_scheduler_reads_it():
+    def term(weight, *zones, fields=None):
+        preference = {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In",
+                                            "values": list(zones)}]} if zones else {}
+        if fields:
+            preference["matchFields"] = [{"key": "metadata.name", "operator": "In", "values": fields}]
+        return {"weight": weight, "preference": preference}
+
+    pod = pod_from_manifest(manifest("p", spec={"affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            term(10, "a"), term(0, "b"), term(40), term(30, "c"), term(10, "d"), term(20, fields=["node-1"])]}}}))
+    # weight 0 and empty terms count for nothing; heaviest first, equal weights in spec order
+    assert [(w, str(r)) for w, r in pod.preferred_node_affinity] == [
+        (30, "topology.kubernetes.io/zone In [c]"), (20, "kubernetes.io/hostname In [node-1]"),
+        (10, "topology.kubernetes.io/zone In [a]"), (10, "topology.kubernetes.io/zone In [d]")]
+    assert node_affinity_score(pod.preferred_node_affinity, {"topology.kubernetes.io/zone": "c"}) == 30
+    assert node_affinity_score(pod.preferred_node_affinity, {"kubernetes.io/hostname": "node-1",
+                                                             "topology.kubernetes.io/zone": "a"}) == 30
+    assert node_affinity_score(pod.preferred_node_affinity, {}) == 0
 
 
 def test_tolerations():

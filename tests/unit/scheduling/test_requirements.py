@@ -63,3 +63,32 @@ def test_gt_needs_one_integer():
         Requirement.of("k", "Gt", ["x"])
     with pytest.raises(RequirementError, match="not one of"):
         Requirement.of("k", "Near", ["x"])
+
+
+@pytest.mark.parametrize(
+    ("items", "absent_ok"),
+    [
+        ((("k", "In", ["a"]),), False),
+        ((("k", "Exists", []),), False),
+        ((("k", "Gt", ["3"]),), False),
+        ((("k", "Lt", ["3"]),), False),
+        ((("k", "NotIn", ["a"]),), True),
+        ((("k", "DoesNotExist", []),), True),
+        ((("k", "Gt", ["3"]), ("k", "NotIn", ["7"])), False),  # still needs a number to compare
+    ],
+)
+def test_an_absent_label_meets_only_not_in_and_does_not_exist(items, absent_ok):
+    assert reqs(*items)["k"].allows_absent() is absent_ok
+    assert (reqs(*items).mismatch({}) is None) is absent_ok
+
+
+def test_mismatch_follows_kube_node_selector_matching():
+    term = reqs((ZONE, "In", ["a", "b"]), ("disk", "Gt", ["100"]), ("gpu", "DoesNotExist", []))
+    assert term.mismatch({ZONE: "a", "disk": "150"}) is None
+    assert term.mismatch({ZONE: "c", "disk": "150"}) == f"label {ZONE}=c does not meet {ZONE} In [a, b]"
+    assert term.mismatch({ZONE: "a", "disk": "fast"}) == "label disk=fast does not meet disk Gt 100"
+    assert term.mismatch({ZONE: "a"}) == "label disk is absent, disk Gt 100 required"
+    assert term.mismatch({ZONE: "a", "disk": "150", "gpu": "t4"}) == "label gpu=t4 does not meet gpu DoesNotExist"
+    # two In sets with nothing in common: no node meets them, with or without the label
+    conflicting = reqs((ZONE, "In", ["a"]), (ZONE, "In", ["b"]))
+    assert conflicting.mismatch({}) == f"{ZONE} DoesNotExist cannot be met (an empty intersection)"
