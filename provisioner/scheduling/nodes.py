@@ -5,7 +5,8 @@ is bought (Karpenter v0.10+ in-flight awareness), so a burst never launches twic
 pods. A :class:`ClusterNode` carries what that needs: labels and taints (to check a pod's
 requirements and tolerations), allocatable and what is already requested on it (bound pods
 plus still-valid nominations from the ``groupless.dev/nominations`` annotation), the host
-ports in use, and the pods on it (for topology spread and pod (anti-)affinity counting).
+ports in use, and the pods on it, bound or nominated there (for topology spread and pod
+(anti-)affinity counting).
 :func:`provisioner.state.solverinput.cluster_node` builds one from a node's shared view.
 """
 

@@ -36,6 +36,9 @@ PREFER_NO_SCHEDULE = "PreferNoSchedule"
 NO_EXECUTE = "NoExecute"
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
+#: ``nodeAffinityPolicy`` / ``nodeTaintsPolicy`` values (``v1.NodeInclusionPolicy``).
+HONOR = "Honor"
+IGNORE = "Ignore"
 
 
 # --------------------------------------------------------------------------- tolerations
@@ -83,14 +86,17 @@ def tolerates_all(
 class LabelSelector:
     """A ``metav1.LabelSelector`` (matchLabels ANDed with matchExpressions).
 
-    An empty selector matches every pod; ``None`` in a term (no selector at all) matches none,
-    which callers model by not building a term.
+    An empty selector matches every pod; an absent one (``labelSelector`` not set) matches none
+    (``nothing``), as ``metav1.LabelSelectorAsSelector`` reads them for kube-scheduler.
     """
 
     match_labels: tuple[tuple[str, str], ...] = ()
     match_expressions: tuple[tuple[str, str, frozenset[str]], ...] = ()
+    nothing: bool = False
 
     def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.nothing:
+            return False
         for key, value in self.match_labels:
             if labels.get(key) != value:
                 return False
@@ -111,10 +117,17 @@ class LabelSelector:
         return True
 
 
+#: The selector of a term without ``labelSelector``: it selects no pod.
+NO_POD = LabelSelector(nothing=True)
+
+
 def label_selector(obj: Any, where: str) -> LabelSelector:
-    """A :class:`LabelSelector` from its wire form; ValueError naming ``where`` when malformed."""
+    """A :class:`LabelSelector` from its wire form; ValueError naming ``where`` when malformed.
+
+    ``None`` (the field not set) is the selector that matches nothing (:data:`NO_POD`).
+    """
     if obj is None:
-        return LabelSelector()
+        return NO_POD
     if not isinstance(obj, Mapping):
         raise ValueError(f"{where}: expected a label selector object, got {obj!r}")
     match_labels = obj.get("matchLabels") or {}
@@ -136,13 +149,22 @@ def label_selector(obj: Any, where: str) -> LabelSelector:
 
 @dataclass(frozen=True, slots=True)
 class TopologySpreadConstraint:
-    """``spec.topologySpreadConstraints[]``; ``selector`` already includes ``matchLabelKeys`` values."""
+    """``spec.topologySpreadConstraints[]`` as kube-scheduler's PodTopologySpread reads it.
+
+    ``selector`` already includes the pod's values of ``matchLabelKeys``. ``min_domains``: 1 when
+    unset (kube-scheduler's default). ``node_affinity_policy`` (default Honor) and
+    ``node_taints_policy`` (default Ignore), each :data:`HONOR` or :data:`IGNORE`, say whether a
+    node must meet the pod's required node affinity, and have no NoSchedule/NoExecute taint the
+    pod does not tolerate, to be a domain of the constraint (``common.go``, ``filtering.go``).
+    """
 
     max_skew: int
     topology_key: str
     when_unsatisfiable: str
     selector: LabelSelector
-    min_domains: int | None = None
+    min_domains: int = 1
+    node_affinity_policy: str = HONOR
+    node_taints_policy: str = IGNORE
 
     @property
     def hard(self) -> bool:
@@ -239,6 +261,16 @@ class Pod:
         for extra in self.volume_requirements:
             result = result & extra
         return result
+
+    @property
+    def required_affinity(self) -> tuple[Requirements, ...]:
+        """kube-scheduler's ``GetRequiredNodeAffinity``: the node selector AND each required term.
+
+        One alternative (the node selector alone) when the pod has no required terms; volume
+        topology is not part of it (PodTopologySpread's ``nodeAffinityPolicy`` reads this).
+        """
+        selector = Requirements.from_labels(self.node_selector)
+        return tuple(selector & term for term in self.required_node_affinity) or (selector,)
 
     def __repr__(self) -> str:
         return f"Pod({self.key})"
@@ -414,15 +446,36 @@ def _affinity_terms(items: Any, where: str, namespace: str, weighted: bool) -> t
     return tuple(result)
 
 
-def _spread_constraint(tsc: Any, where: str, labels: Mapping[str, str]) -> TopologySpreadConstraint:
-    """One ``topologySpreadConstraints`` item of a pod with ``labels`` (``matchLabelKeys`` join its selector)."""
-    tsc_map = _map(tsc, where)
+def _positive_int(value: Any, where: str) -> int:
+    """``value`` as an integer of at least 1; ValueError naming ``where`` otherwise."""
     try:
-        max_skew = int(tsc_map.get("maxSkew", 1))
+        number = int(value)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"{where}.maxSkew: not an integer: {tsc_map.get('maxSkew')!r}") from error
-    if max_skew < 1:
-        raise ValueError(f"{where}.maxSkew: must be at least 1, got {max_skew}")
+        raise ValueError(f"{where}: not an integer: {value!r}") from error
+    if number < 1:
+        raise ValueError(f"{where}: must be at least 1, got {number}")
+    return number
+
+
+def _inclusion_policy(value: Any, where: str, default: str) -> str:
+    if value is None:
+        return default
+    if value not in (HONOR, IGNORE):
+        raise ValueError(f"{where}: {value!r} is not Honor or Ignore")
+    return str(value)
+
+
+def _spread_constraint(tsc: Any, where: str, labels: Mapping[str, str]) -> TopologySpreadConstraint:
+    """One ``topologySpreadConstraints`` item of a pod with ``labels``.
+
+    As kube-scheduler reads it (``filterTopologySpreadConstraints`` in ``common.go``): the pod's
+    values of ``matchLabelKeys`` join the selector (keys the pod lacks are skipped; with no
+    ``labelSelector`` the selector is those labels alone), ``minDomains`` defaults to 1, the
+    policies to Honor (node affinity) and Ignore (taints). ``minDomains`` is only allowed with
+    DoNotSchedule, as the API server validates.
+    """
+    tsc_map = _map(tsc, where)
+    max_skew = _positive_int(tsc_map.get("maxSkew", 1), f"{where}.maxSkew")
     key = tsc_map.get("topologyKey")
     if not key:
         raise ValueError(f"{where}.topologyKey: required")
@@ -434,9 +487,16 @@ def _spread_constraint(tsc: Any, where: str, labels: Mapping[str, str]) -> Topol
     extra = tuple((k, labels[k]) for k in match_label_keys if k in labels)
     if extra:
         selector = LabelSelector(tuple(sorted(set(selector.match_labels) | set(extra))), selector.match_expressions)
-    min_domains = tsc_map.get("minDomains")
-    return TopologySpreadConstraint(max_skew, wk.normalize_label_key(str(key)), when, selector,
-                                    int(min_domains) if min_domains is not None else None)
+    min_domains = 1
+    if tsc_map.get("minDomains") is not None:
+        min_domains = _positive_int(tsc_map["minDomains"], f"{where}.minDomains")
+        if when != DO_NOT_SCHEDULE:
+            raise ValueError(f"{where}.minDomains: only allowed with whenUnsatisfiable DoNotSchedule")
+    return TopologySpreadConstraint(
+        max_skew, wk.normalize_label_key(str(key)), when, selector, min_domains,
+        _inclusion_policy(tsc_map.get("nodeAffinityPolicy"), f"{where}.nodeAffinityPolicy", HONOR),
+        _inclusion_policy(tsc_map.get("nodeTaintsPolicy"), f"{where}.nodeTaintsPolicy", IGNORE),
+    )
 
 
 def pod_from_manifest(obj: Mapping[str, Any], volume_requirements: Sequence[Requirements] = ()) -> Pod:

@@ -13,7 +13,8 @@ into them by the provisioning controller's rules:
 * **existing nodes**: every node but the excluded and the disrupted ones (going away: nothing
   is placed there), as the solver sees them (:attr:`StateNode.solver_node
   <provisioner.state.nodes.StateNode.solver_node>`: the taints a launching node loses hidden),
-  with the room their held nominations and any reserved room take counted as requested;
+  with the room their held nominations and any reserved room take counted as requested, and
+  the pods nominated there counted among their pods (topology);
   a node whose taints or allocatable cannot be read is left out. When no pod counts pods on
   other nodes (topology spread, pod (anti-)affinity), nodes too full for the smallest pod are
   left out too;
@@ -183,10 +184,30 @@ def provisioner_usage(nodes: Mapping[str, StateNode]) -> dict[str, Resources]:
 
 
 def cluster_node(view: StateNode, snapshot: Snapshot, now: float, reserved: Resources = EMPTY) -> ClusterNode:
-    """The node as the solver sees it: :attr:`StateNode.solver_node` plus held nominations and ``reserved`` room."""
-    extra = nom.reserved(view.held(snapshot.pods, now)) + reserved
+    """The node as the solver sees it: :attr:`StateNode.solver_node` plus held nominations and ``reserved`` room.
+
+    The pods nominated there that still fit (held, not displaced) count among its pods for
+    topology spread and pod (anti-)affinity: they will be bound there, and the plan that
+    nominated them counted them there (a nominated pod that cannot be read counts by its room
+    alone).
+    """
+    held = view.held(snapshot.pods, now)
+    extra = nom.reserved(held) + reserved
     base = view.solver_node
-    return base if not extra else replace(base, requested=base.requested + extra)
+    if not extra:
+        return base
+    nominated = []
+    if held.pods:
+        displaced = view.displaced(held)
+        for uid in held.pods:
+            obj = snapshot.pods.get(uid)
+            if obj is None or uid in displaced:
+                continue
+            try:
+                nominated.append(pod_from_manifest(obj))
+            except DECODE_ERRORS:
+                continue
+    return replace(base, requested=base.requested + extra, pods=base.pods + tuple(nominated))
 
 
 def candidate_nodes(nodes: list[ClusterNode], pods: Sequence[Pod]) -> list[ClusterNode]:

@@ -29,8 +29,13 @@ checked once per batch, topology always hard); the modules mirror its files:
   carry (:mod:`.templates`): an instance type without a label other types carry meets only
   NotIn and DoesNotExist on it; existing nodes are judged by their labels.
 * :mod:`.topology` (``topology.go``, ``topologygroup.go``): topology spread, pod affinity and
-  anti-affinity, counted per domain as pods are placed; the domains a spread counts follow the
-  pod's required constraints, never its preferences.
+  anti-affinity, counted per domain as pods are placed. Spread follows kube-scheduler's
+  PodTopologySpread (existing nodes are domains, for the hostname too; node inclusion policies;
+  ``minDomains``; the domains follow the pod's required constraints, never its preferences),
+  judged as kube-scheduler will judge each placement: now for existing nodes, against the
+  finished plan for new ones, whatever order they register in. When a workload alone on new
+  nodes leant on counts the finished plan does not keep, the input is solved again (at most
+  :data:`~.solve.MAX_SOLVES` times in all).
 * :mod:`.preferences` (``preferences.go``): new nodes hold a pod's preferences as if required,
   preferred node affinity as the set of terms with the highest total weight a new node can
   meet. When a pod fits nowhere, one preference is relaxed (preferred pod affinity, preferred

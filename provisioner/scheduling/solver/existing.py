@@ -93,11 +93,10 @@ class ExistingNode:
             if compatible is None:
                 compatible = labels_satisfy(self.labels, alternative) is None
                 memo.existing_compatibility[key] = compatible
-            if not compatible:
-                continue
-            check = topology.check(queued.shape, constraints, self, alternative, _undecided_values)
-            if check.reason is None:
-                return ExistingFit(self, alternative)
+            if compatible:
+                if topology.check(queued.shape, constraints, self, _undecided_values).reason is None:
+                    return ExistingFit(self, alternative)
+                break  # the topology does not depend on the alternative
         return ExistingRefusal.NO_ALTERNATIVE
 
     def add(self, queued: QueuedPod) -> None:

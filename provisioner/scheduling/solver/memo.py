@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from provisioner.scheduling.solver.pricing import PricedOption
     from provisioner.scheduling.solver.queue import PodShape
     from provisioner.scheduling.solver.templates import TypeOption
-    from provisioner.scheduling.solver.topology import TopologyConstraint
+    from provisioner.scheduling.solver.topology import DomainFilter, TopologyConstraint
     from provisioner.scheduling.solver.vectors import Vector
 
     Options = list[TypeOption]
@@ -59,8 +59,8 @@ class Memo:
     * ``shapes``: what identical pods share -> their :class:`PodShape`.
     * ``constraints``: (shape, relaxation) -> the pod's active topology constraints and the
       ways a new node may take it (its requirement alternatives with the preferred terms held).
-    * ``spread_domains``: (requirements, topology key) -> the domains a pod with those
-      requirements could land in (templates' offerings and existing nodes' labels).
+    * ``spread_domains``: (domain filter, topology key) -> the values of the key the
+      Provisioners the filter admits offer on new nodes.
     * ``envelopes``: id(options) -> the list, its largest allocatable and largest capacity.
     * ``limit_envelopes``: (id(options), first limited resource) -> the list, its options'
       capacities of that resource ascending and the running largest allocatable.
@@ -77,8 +77,9 @@ class Memo:
 
     * ``skip``: (shape, relaxation, requests) -> the first planned node worth trying for
       such a pod. Nodes before it refused such a pod for a reason that only gets worse as
-      nodes fill (resources, taints, requirements, anti-affinity, host ports, limits, or a
-      price above a node of its own, counted as permanent by heuristic), so a hit can skip a
+      nodes fill (resources, taints, requirements, anti-affinity, host ports, limits, or, counted
+      as permanent by heuristic, a price above a node of its own or a hostname spread count
+      above what the minimum allows), so a hit can skip a
       node that would have accepted a pod later: this shapes the plan, deterministically.
     * ``failures``: (shape, requests, relaxation, pods placed so far) -> why such a pod
       failed. No state changes while no pod is placed, so a pod identical in shape, requests
@@ -98,7 +99,7 @@ class Memo:
     shapes: dict[tuple[Any, ...], PodShape] = field(default_factory=dict)
     constraints: dict[tuple[PodShape, Relaxation],
                       tuple[list[TopologyConstraint], list[Alternative]]] = field(default_factory=dict)
-    spread_domains: dict[tuple[Requirements, str], frozenset[str]] = field(default_factory=dict)
+    spread_domains: dict[tuple[DomainFilter, str], frozenset[str]] = field(default_factory=dict)
     envelopes: dict[int, tuple[Options, Vector, Vector]] = field(default_factory=dict)
     limit_envelopes: dict[tuple[int, int], tuple[Options, list[int], list[Vector]]] = field(default_factory=dict)
     domains: dict[tuple[int, Requirements, str], tuple[Options, frozenset[str]]] = field(default_factory=dict)

@@ -177,8 +177,7 @@ class OpenNode:
             return PERMANENT
         shape = queued.shape
         if constraints or shape.selected_by or shape.anti_affinity_groups:
-            check = topology.check(shape, constraints, self, alternative.required,
-                                   lambda key: domains_of(memo, options, requirements, key))
+            check = topology.check(shape, constraints, self, lambda key: domains_of(memo, options, requirements, key))
             if check.reason is not None:
                 return PERMANENT if check.permanent else FOR_NOW
             if check.pins:
@@ -345,8 +344,7 @@ def open_node(index: int, template: NodeTemplate, queued: QueuedPod, constraints
     node = OpenNode(index=index, hostname=f"planned-node-{index}", template=template,
                     requirements=template.requirements, requested=zero, reserved=zero)
     node.set_options(options, memo)
-    check = topology.check(queued.shape, constraints, node, alternative.required,
-                           lambda key: domains_of(memo, options, requirements, key))
+    check = topology.check(queued.shape, constraints, node, lambda key: domains_of(memo, options, requirements, key))
     if check.reason is not None:
         return check.reason
     if check.pins:

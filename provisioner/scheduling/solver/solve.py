@@ -35,7 +35,7 @@ from provisioner.scheduling.solver.templates import (
     offerings,
     options_for,
 )
-from provisioner.scheduling.solver.topology import Topology, TopologyConstraint
+from provisioner.scheduling.solver.topology import Even, Topology, TopologyConstraint, ViewKey
 from provisioner.scheduling.solver.vectors import Dimensions
 
 #: After a first fit, how many further planned nodes are tried for one that holds the pod in
@@ -140,9 +140,14 @@ def _pending(pod: Pod) -> bool:
 
 
 class _Solver:
-    """One solve: its templates, existing nodes, topology, caches and the nodes it opens."""
+    """One solve: its templates, existing nodes, topology, caches and the nodes it opens.
 
-    def __init__(self, given: SolverInput, cost_aware: bool = True) -> None:
+    ``learnt``: what earlier solves of the same input learnt about hostname spread
+    (:class:`~provisioner.scheduling.solver.topology.Topology`).
+    """
+
+    def __init__(self, given: SolverInput, cost_aware: bool = True,
+                 learnt: Mapping[ViewKey, Even | None] | None = None) -> None:
         self.input = given
         self.cost_aware = cost_aware
         self.dimensions = _dimensions(given)
@@ -152,7 +157,8 @@ class _Solver:
             given.provisioner_usage, given.zones)
         self.existing = existing_nodes(given.nodes, given.provisioners, self.dimensions)
         self.new_nodes: list[OpenNode] = []
-        self.topology = Topology(self.templates, [n.labels for n in self.existing], self.memo)
+        self.topology = Topology(self.templates, self.existing, self.new_nodes,
+                                 [p for p in given.pods if _pending(p)], self.memo, learnt)
         running = [p for n in given.nodes if not n.marked_for_deletion for p in n.pods if not p.deleting]
         self.topology.register(list(given.pods) + running)
         for node in self.existing:
@@ -330,13 +336,16 @@ class _Solver:
                 last = opened
                 continue
             self.new_nodes.append(opened.node)
+            self.topology.add_node(opened.node)
             self._commit(opened)
             return None
         return last
 
     def _commit(self, candidate: Candidate) -> None:
-        candidate.node.add(candidate, self.memo)
-        self.topology.record(candidate.queued.pod, candidate.node, candidate.queued.shape)
+        node, queued = candidate.node, candidate.queued
+        self.topology.note_placement(self.constraints(queued)[0], node)
+        node.add(candidate, self.memo)
+        self.topology.record(queued.pod, node, queued.shape)
 
     # ------------------------------------------------------------------ the plan
     def _launch(self, node: OpenNode) -> PlannedNode:
@@ -364,6 +373,32 @@ class _Solver:
         )
 
 
+#: Solves of one input at most: the first, one filling evenly the hostname spread views whose
+#: minimum the first did not keep, one with the views still unkept taken as ``ONE`` (which holds).
+MAX_SOLVES = 3
+
+
+def _solve(given: SolverInput, cost_aware: bool) -> Plan:
+    """Solve; again while a hostname spread view's rule was not kept by the finished plan.
+
+    See :mod:`provisioner.scheduling.solver.topology`: an ``AS_PLANNED`` view whose placements
+    relied on a larger minimum than the plan ended with is filled evenly next time, and if that
+    fails too, taken as ``ONE``. Only a workload whose pods are the only ones that could open
+    the nodes its constraint counts can need this (otherwise the minimum is 0 from the start).
+    """
+    learnt: dict[ViewKey, Even | None] = {}
+    solver = _Solver(given, cost_aware)
+    plan = solver.solve()
+    for _ in range(MAX_SOLVES - 1):
+        revised = solver.topology.revisions()
+        if not revised:
+            break
+        learnt.update(revised)
+        solver = _Solver(given, cost_aware, learnt)
+        plan = solver.solve()
+    return plan
+
+
 def solve(given: SolverInput) -> Plan:
     """Plan new nodes and placements for ``given.pods`` (see :mod:`provisioner.scheduling.solver`).
 
@@ -371,7 +406,7 @@ def solve(given: SolverInput) -> Plan:
     finished are left out of the plan. Raises ValueError only for an invalid Provisioner (an
     unknown requirement operator, a malformed limit).
     """
-    return _Solver(given).solve()
+    return _solve(given, cost_aware=True)
 
 
 def solve_first_fit(given: SolverInput) -> Plan:
@@ -380,4 +415,4 @@ def solve_first_fit(given: SolverInput) -> Plan:
     Identical to :func:`solve` except that a planned node accepts any pod that still fits some
     option, however much that raises its price (Karpenter's rule). Benchmarks compare against it.
     """
-    return _Solver(given, cost_aware=False).solve()
+    return _solve(given, cost_aware=False)

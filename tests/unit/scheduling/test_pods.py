@@ -40,6 +40,13 @@ def test_limits_only_count_as_requests():
     ({"containers": [{"name": "x", "resources": {"requests": {"cpu": "lots"}}}]}, "spec.containers[0].resources.requests.cpu"),
     ({"topologySpreadConstraints": [{"maxSkew": 1}]}, "spec.topologySpreadConstraints[0].topologyKey"),
     ({"tolerations": "all"}, "spec.tolerations"),
+    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "k", "nodeTaintsPolicy": "Sometimes"}]},
+     "spec.topologySpreadConstraints[0].nodeTaintsPolicy"),
+    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "k", "minDomains": 0}]},
+     "spec.topologySpreadConstraints[0].minDomains"),
+    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "k", "minDomains": 2,
+                                     "whenUnsatisfiable": "ScheduleAnyway"}]},
+     "spec.topologySpreadConstraints[0].minDomains"),
     ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["1"]}]}]}}}},
      "nodeSelectorTerms[0].matchExpressions"),
@@ -115,3 +122,30 @@ def test_daemonset_pod_gets_identity_and_default_tolerations():
     assert tolerates_all(pod.tolerations, [Taint("node.kubernetes.io/unschedulable", "NoSchedule")]) is None
 
 
+
+
+def test_spread_policies_and_min_domains_are_read_with_kube_scheduler_defaults():
+    spread = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}
+    defaults = pod_from_manifest(manifest("p", spec={"topologySpreadConstraints": [spread]})).topology_spread[0]
+    assert (defaults.min_domains, defaults.node_affinity_policy, defaults.node_taints_policy) == (1, "Honor", "Ignore")
+    given = {**spread, "minDomains": 3, "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor"}
+    read = pod_from_manifest(manifest("p", spec={"topologySpreadConstraints": [given]})).topology_spread[0]
+    assert (read.min_domains, read.node_affinity_policy, read.node_taints_policy) == (3, "Ignore", "Honor")
+
+
+def test_a_term_without_label_selector_selects_no_pod():
+    # metav1.LabelSelectorAsSelector: nil selects nothing, an empty selector everything
+    term = {"topologyKey": "kubernetes.io/hostname"}
+    obj = manifest("p", labels={"app": "web", "rev": "7"}, spec={
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname"},
+                                      {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "labelSelector": {}},
+                                      {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                       "matchLabelKeys": ["rev", "absent"]}],
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}})
+    read = pod_from_manifest(obj)
+    nil, empty, by_keys = (c.selector for c in read.topology_spread)
+    assert not nil.matches({"app": "web"}) and not nil.matches({})
+    assert empty.matches({}) and empty.matches({"app": "web"})
+    # matchLabelKeys alone: the pod's values of the keys it has
+    assert by_keys.matches({"rev": "7"}) and not by_keys.matches({"rev": "8"}) and not by_keys.matches({})
+    assert not read.pod_anti_affinity[0].selects("default", {"app": "web"})

@@ -216,19 +216,32 @@ def test_hard_spread_that_cannot_be_met_is_reported():
         ("w1", "provisioner default: would violate topology spread on topology.kubernetes.io/zone")]
 
 
-def test_schedule_anyway_spread_is_relaxed():
+def test_schedule_anyway_hostname_spread_is_held_on_new_nodes():
+    from provisioner.model.resources import Resources
+    from provisioner.scheduling.nodes import ClusterNode
+
     prov = provisioner(requirements=(("topology.kubernetes.io/zone", "In", ("ap-south-1a",)),) + AMD64_OD)
-    pods = [pod(f"w{i}", cpu="100m", labels={"app": "web"}, spec=spread("kubernetes.io/hostname", "ScheduleAnyway"))
+    # a full node without web pods is a domain: the minimum stays 0, one web pod per new node
+    full = ClusterNode(name="n1", labels={"topology.kubernetes.io/zone": "ap-south-1a"},
+                       allocatable=Resources({"cpu": 100, "pods": 1}), requested=Resources({"cpu": 100, "pods": 1}))
+    soft = [pod(f"w{i}", cpu="100m", labels={"app": "web"}, spec=spread("kubernetes.io/hostname", "ScheduleAnyway"))
             for i in range(3)]
-    plan = run(pods, [prov])
-    assert plan.unschedulable == ()
+    plan = run(soft, [prov], nodes=[full])
+    assert [len(n.pods) for n in plan.new_nodes] == [1, 1, 1] and plan.unschedulable == ()
     hard = [pod(f"h{i}", cpu="100m", labels={"app": "web"}, spec=spread("kubernetes.io/hostname")) for i in range(3)]
-    assert len(run(hard, [prov]).new_nodes) == 3
+    assert len(run(hard, [prov], nodes=[full]).new_nodes) == 3
 
 
 def anti(app="web", key="kubernetes.io/hostname"):
     return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"topologyKey": key, "labelSelector": {"matchLabels": {"app": app}}}]}}}
+
+
+def test_anti_affinity_without_label_selector_keeps_no_pod_away():
+    no_selector = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname"}]}}}
+    pods = [pod(f"w{i}", labels={"app": "web"}, spec=no_selector) for i in range(3)]
+    assert [len(n.pods) for n in run(pods, [provisioner(requirements=AMD64_OD)]).new_nodes] == [3]
 
 
 def test_hostname_anti_affinity_gives_a_node_each_and_respects_running_pods():
