@@ -35,7 +35,7 @@ from operator import le
 from provisioner.api.types import Provisioner, Taint
 from provisioner.model import labels as wk
 from provisioner.model.quantity import format_quantity
-from provisioner.model.requirements import EXISTS, IN, NOT_IN, Requirement, Requirements
+from provisioner.model.requirements import IN, Requirement, Requirements
 from provisioner.model.resources import Resources
 from provisioner.scheduling.instancetypes import InstanceType, Offering
 from provisioner.scheduling.pods import HostPort, Pod, tolerates_all
@@ -51,8 +51,6 @@ from provisioner.scheduling.solver.vectors import Dimensions, Vector, minus
 #: Keys an instance type or offering fills in at launch: a pod may ask for them even when the
 #: Provisioner does not mention them.
 LAUNCH_KEYS = frozenset({wk.ZONE, wk.INSTANCE_TYPE, wk.ARCH, wk.OS, wk.CAPACITY_TYPE})
-#: The operators a node's name meets before it is known (it exists, and it is a new name).
-_HOSTNAME_OPERATORS = frozenset({EXISTS, NOT_IN})
 
 
 @dataclass(eq=False, slots=True)
@@ -226,7 +224,7 @@ def unmet_at_launch(template: NodeTemplate, requirements: Requirements, alternat
         if key in template.type_keys:
             continue
         if key == wk.HOSTNAME:
-            if wanted.operator in _HOSTNAME_OPERATORS:
+            if hostname_met(wanted):
                 continue
             return f"label {key} of a new node is its name, not known before launch: {wanted} cannot be met"
         if wanted.allows_absent():
@@ -235,6 +233,15 @@ def unmet_at_launch(template: NodeTemplate, requirements: Requirements, alternat
         if carried.complement or not carried.values:
             return f"label {key} would not be on a new node: {carried} gives it no value"
     return None
+
+
+def hostname_met(wanted: Requirement) -> bool:
+    """Whether a new node's ``kubernetes.io/hostname``, its name, meets ``wanted`` before the name is known.
+
+    The label is there and its value is a new name: Exists and NotIn are met (and both
+    together); In, Gt, Lt and DoesNotExist are not.
+    """
+    return wanted.complement and wanted.greater_than is None and wanted.less_than is None
 
 
 def option_domains(memo: Memo, option: TypeOption, requirements: Requirements, key: str) -> set[str]:
