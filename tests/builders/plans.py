@@ -24,10 +24,15 @@ def bound(name: str, node: str, cpu: str = "500m", labels: dict[str, str] | None
 
 def plan_of(pending: Sequence[dict[str, Any]], provisioners: Sequence[Provisioner],
             instance_types: Mapping[str, Sequence[InstanceType]], *, nodes: Sequence[dict[str, Any]] = (),
-            running: Sequence[dict[str, Any]] = (), daemonsets: Sequence[dict[str, Any]] = ()) -> Plan:
-    """The plan for the ``pending`` pod manifests, over Node manifests ``nodes`` and the pods ``running`` on them."""
+            running: Sequence[dict[str, Any]] = (), daemonsets: Sequence[dict[str, Any]] = (),
+            node_labels: Mapping[str, str] | None = None) -> Plan:
+    """The plan for the ``pending`` pod manifests, over Node manifests ``nodes`` and the pods ``running`` on them.
+
+    ``node_labels``: the controller's settings' labels for every node it launches.
+    """
     snapshot = snapshot_of(nodes=nodes, pods=[*running, *pending], provisioners=provisioners, daemonsets=daemonsets)
-    built = build_solver_input(snapshot, NodeViews().nodes(snapshot), pending, instance_types, now=NOW)
+    built = build_solver_input(snapshot, NodeViews().nodes(snapshot), pending, instance_types, now=NOW,
+                               node_labels=node_labels or {})
     assert built.refused == ()
     return solve(built.input)
 

@@ -53,7 +53,9 @@ class SolverInput:
     ``instance_types`` maps a Provisioner name to its instance types (with offerings and
     prices). ``provisioner_usage`` is the capacity already counted against each
     Provisioner's limits (its existing and in-flight nodes). ``zones`` maps a Provisioner name
-    to the zones its subnets cover (None: no restriction beyond the offerings).
+    to the zones its subnets cover (None: no restriction beyond the offerings). ``node_labels``:
+    the labels the controller puts on every node it launches, on keys a Provisioner does not
+    name (:func:`~provisioner.scheduling.provisioners.provisioner_node_labels`).
     """
 
     pods: Sequence[Pod]
@@ -63,6 +65,7 @@ class SolverInput:
     daemonsets: Sequence[Pod] = ()
     provisioner_usage: Mapping[str, Resources] = field(default_factory=dict)
     zones: Mapping[str, frozenset[str]] | None = None
+    node_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,7 @@ class _Solver:
         self.memo = Memo()
         self.templates: list[NodeTemplate] = build_templates(
             self.memo, self.dimensions, given.provisioners, given.instance_types, given.daemonsets,
-            given.provisioner_usage, given.zones)
+            given.provisioner_usage, given.zones, given.node_labels)
         self.existing = existing_nodes(given.nodes, given.provisioners, self.dimensions)
         self.new_nodes: list[OpenNode] = []
         self.topology = Topology(self.templates, self.existing, self.new_nodes,
