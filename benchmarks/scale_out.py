@@ -372,11 +372,17 @@ Histogram = dict[str, Any]  # {"buckets": [(le, cumulative count)], "sum": float
 
 
 def scrape(url: str, context: ssl.SSLContext | None) -> dict[tuple[str, tuple[tuple[str, str], ...]], Histogram]:
-    """Every histogram of a Prometheus endpoint: (name, labels without ``le``) -> buckets, sum, count."""
+    """Every histogram and counter of a Prometheus endpoint: (name, labels without ``le``) -> buckets, sum, count."""
     with urllib.request.urlopen(url, timeout=30, context=context) as response:  # noqa: S310 - loopback
         text = response.read().decode()
     result: dict[tuple[str, tuple[tuple[str, str], ...]], Histogram] = {}
     for family in text_string_to_metric_families(text):
+        if family.type == "counter":  # a counter as a histogram without buckets: its value is the count
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    labels = tuple(sorted(sample.labels.items()))
+                    result[(sample.name, labels)] = {"buckets": [], "sum": 0.0, "count": sample.value}
+            continue
         if family.type != "histogram":
             continue
         for sample in family.samples:
@@ -442,6 +448,10 @@ class SchedulerFigures:
     in_tree_mean: float = 0.0
     extender_mean: float = 0.0
     extender_server: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: ``scheduler_schedule_attempts_total`` by result (scheduled, unschedulable, error).
+    attempts_by_result: dict[str, float] = field(default_factory=dict)
+    #: ``scheduler_queue_incoming_pods_total`` into the active and backoff queues, by event: what moved pods to a retry.
+    retried_by_event: dict[str, float] = field(default_factory=dict)
 
 
 class MetricsReader:
@@ -489,6 +499,17 @@ class MetricsReader:
                             lambda labels: labels.get("extension_point") in IN_TREE_EXTENSION_POINTS)
             figures.in_tree_mean = in_tree["sum"] / algorithm["count"]
             figures.extender_mean = max(0.0, figures.algorithm_mean - figures.in_tree_mean)
+        for key, counter in scheduler.items():
+            labels = dict(key[1])
+            observed = difference(counter, before.get(key))["count"]
+            if observed <= 0:
+                continue
+            if key[0] == "scheduler_schedule_attempts_total":
+                result = labels.get("result", "?")
+                figures.attempts_by_result[result] = figures.attempts_by_result.get(result, 0.0) + observed
+            elif key[0] == "scheduler_queue_incoming_pods_total" and labels.get("queue") in ("active", "backoff"):
+                event = labels.get("event", "?")
+                figures.retried_by_event[event] = figures.retried_by_event.get(event, 0.0) + observed
         extender, extender_before = after.get("extender", {}), self.before.get("extender", {})
         for key, histogram in extender.items():
             if key[0] != "groupless_extender_request_duration_seconds":
@@ -601,7 +622,7 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> Result:
     cluster = LocalCluster(args.name or f"scale-out-{args.cloud_provider}", Settings(cloud_provider=args.cloud_provider))
     if cluster.running():
         raise RuntimeError(f"a local cluster named {cluster.name!r} is running already; stop it or pass --name")
-    cluster.up(progress=say)
+    cluster.up(progress=say, detach=args.keep)  # --keep: the components outlive this process
     try:
         measure(cluster, args, result, say)
     finally:
@@ -717,6 +738,9 @@ def summary(result: Result) -> list[str]:
     lines.append(f"kube-scheduler:     {s.attempts:.0f} scheduling attempts; algorithm "
                  f"p50 {s.algorithm_p50 * 1000:.1f} ms, p95 {s.algorithm_p95 * 1000:.1f} ms, "
                  f"p99 {s.algorithm_p99 * 1000:.1f} ms, mean {s.algorithm_mean * 1000:.1f} ms")
+    lines.append("scheduling results: " + ", ".join(f"{r} {n:.0f}" for r, n in sorted(s.attempts_by_result.items())))
+    lines.append("pods (re)queued by: " + ", ".join(
+        f"{e} {n:.0f}" for e, n in sorted(s.retried_by_event.items(), key=lambda item: -item[1])[:12]))
     lines.append(f"extender latency:   {s.extender_mean * 1000:.1f} ms per attempt as kube-scheduler saw it "
                  f"(algorithm mean minus in-tree extension points {s.in_tree_mean * 1000:.1f} ms)")
     for verb, entry in sorted(s.extender_server.items()):
