@@ -452,6 +452,9 @@ class SchedulerFigures:
     attempts_by_result: dict[str, float] = field(default_factory=dict)
     #: ``scheduler_queue_incoming_pods_total`` into the active and backoff queues, by event: what moved pods to a retry.
     retried_by_event: dict[str, float] = field(default_factory=dict)
+    #: kube-scheduler's own API requests (``rest_client_request_duration_seconds``) by verb: count and mean seconds.
+    #: Without the SchedulerAsyncAPICalls feature, the status patch of an unschedulable attempt holds its loop.
+    api_requests: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class MetricsReader:
@@ -510,6 +513,13 @@ class MetricsReader:
             elif key[0] == "scheduler_queue_incoming_pods_total" and labels.get("queue") in ("active", "backoff"):
                 event = labels.get("event", "?")
                 figures.retried_by_event[event] = figures.retried_by_event.get(event, 0.0) + observed
+        def of_verb(verb: str) -> Callable[[dict[str, str]], bool]:
+            return lambda labels: labels.get("verb") == verb
+
+        for verb in ("PATCH", "POST", "PUT", "GET"):
+            requests = delta("rest_client_request_duration_seconds", of_verb(verb))
+            if requests["count"] > 0:
+                figures.api_requests[verb] = {"count": requests["count"], "mean": requests["sum"] / requests["count"]}
         extender, extender_before = after.get("extender", {}), self.before.get("extender", {})
         for key, histogram in extender.items():
             if key[0] != "groupless_extender_request_duration_seconds":
@@ -739,6 +749,8 @@ def summary(result: Result) -> list[str]:
                  f"p50 {s.algorithm_p50 * 1000:.1f} ms, p95 {s.algorithm_p95 * 1000:.1f} ms, "
                  f"p99 {s.algorithm_p99 * 1000:.1f} ms, mean {s.algorithm_mean * 1000:.1f} ms")
     lines.append("scheduling results: " + ", ".join(f"{r} {n:.0f}" for r, n in sorted(s.attempts_by_result.items())))
+    lines.append("scheduler API:      " + ", ".join(
+        f"{verb} {entry['count']:.0f} x {entry['mean'] * 1000:.0f} ms" for verb, entry in s.api_requests.items()))
     lines.append("pods (re)queued by: " + ", ".join(
         f"{e} {n:.0f}" for e, n in sorted(s.retried_by_event.items(), key=lambda item: -item[1])[:12]))
     lines.append(f"extender latency:   {s.extender_mean * 1000:.1f} ms per attempt as kube-scheduler saw it "

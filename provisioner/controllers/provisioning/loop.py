@@ -10,9 +10,12 @@ starts the launches, then finishes the round (launch outcomes, ICE retries) on a
 while the loop goes back to batching: the next window opens and closes on its own timers
 whatever the previous round's launches are doing, and is solved as soon as it closes. One
 solve runs at a time; at most ``max_rounds`` rounds are in flight (the loop waits for one to
-end before solving another). The expiration controller asks for replacement capacity through
-:meth:`ProvisioningController.replace`. Before the first batch, and for each Provisioner
-created later, the instance types are fetched ahead (:meth:`ProvisioningController.warm_up`).
+end before solving another). A round in flight mostly waits for its launches, which share the
+launcher's pool, so the bound is generous (16): with EC2 on a loaded moto server a round of
+150 pods took 100-200 s, and 4 rounds in flight held the next windows 30-70 s. The expiration
+controller asks for replacement capacity through :meth:`ProvisioningController.replace`.
+Before the first batch, and for each Provisioner created later, the instance types are fetched
+ahead (:meth:`ProvisioningController.warm_up`).
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ class ProvisioningController:
         settings: ProvisioningSettings | None = None,
         *,
         solver: Callable[[SolverInput], Plan] = solve,
-        max_rounds: int = 4,
+        max_rounds: int = 16,
     ) -> None:
         self.state = state
         self.clock = clock

@@ -248,7 +248,7 @@ class NodeProvisioner:
         solver: Callable[[SolverInput], Plan],
         *,
         snapshot: Callable[[], Snapshot] | None = None,
-        rounds: int = 4,
+        rounds: int = 16,
     ) -> None:
         self.api = api
         self.clock = clock
