@@ -11,8 +11,8 @@ while the loop goes back to batching: the next window opens and closes on its ow
 whatever the previous round's launches are doing, and is solved as soon as it closes. One
 solve runs at a time; at most ``max_rounds`` rounds are in flight (the loop waits for one to
 end before solving another). A round in flight mostly waits for its launches, which share the
-launcher's pool, so the bound is generous (16): with EC2 on a loaded moto server a round of
-150 pods took 100-200 s, and 4 rounds in flight held the next windows 30-70 s. The expiration
+launcher's pool, so the bound is generous (16): a round on a slow cloud takes minutes (150 pods
+on a loaded moto server: 100-200 s), and while every slot is taken the next window waits. The expiration
 controller asks for replacement capacity through :meth:`ProvisioningController.replace`.
 Before the first batch, and for each Provisioner created later, the instance types are fetched
 ahead (:meth:`ProvisioningController.warm_up`).
