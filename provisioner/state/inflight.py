@@ -218,6 +218,7 @@ class InFlightLedger:
         that launches it. A written Node is released when the snapshot shows it and no pod in
         flight still needs our copy.
         """
+        nominated: dict[str, Collection[str]] = {}  # each node's nominations read once, not once per pod
         with self._lock:
             for uid, entry in list(self._in_flight.items()):
                 if entry.node is None:
@@ -228,8 +229,11 @@ class InFlightLedger:
                 elif node is None:
                     if entry.node not in self._written:  # deleted before the cache showed it
                         del self._in_flight[uid]
-                elif uid in self._nominated_on(node):
-                    del self._in_flight[uid]
+                else:
+                    if entry.node not in nominated:
+                        nominated[entry.node] = self._nominated_on(node)
+                    if uid in nominated[entry.node]:
+                        del self._in_flight[uid]
             needed = {entry.node for entry in self._in_flight.values()}
             for name in list(self._written):
                 if name in snapshot.nodes and name not in needed:
