@@ -54,6 +54,14 @@ from provisioner import yamlload
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEPLOY_DIR = REPO_ROOT / "deploy"
 KWOK_STAGES = Path(__file__).resolve().parent / "kwok-stages.yaml"
+#: kwok's options (workers per queue): ``localcluster/kwok-config.yaml``.
+KWOK_CONFIG = Path(__file__).resolve().parent / "kwok-config.yaml"
+#: kwok's node leases: renewed every quarter of this. Long enough that a thousand Nodes cost kwok
+#: and the API server little (a renewal each 30 s), with kube-controller-manager's grace periods
+#: (``NODE_MONITOR_GRACE``, ``NODE_STARTUP_GRACE``) set to outlast a few missed renewals.
+KWOK_NODE_LEASE_SECONDS = 120
+NODE_MONITOR_GRACE = "240s"
+NODE_STARTUP_GRACE = "300s"
 
 #: The annotation kwok selects the nodes it simulates by; Groupless puts it on the Nodes it creates.
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -499,6 +507,8 @@ class LocalCluster:
             f"--cert-dir={self.directory / 'controller-manager'}",
             "--kube-api-qps=200", "--kube-api-burst=400",
             "--concurrent-replicaset-syncs=10", "--concurrent-deployment-syncs=10",
+            # kwok renews its leases less often than a kubelet (KWOK_NODE_LEASE_SECONDS)
+            f"--node-monitor-grace-period={NODE_MONITOR_GRACE}", f"--node-startup-grace-period={NODE_STARTUP_GRACE}",
             "--profiling=false",
         ])
         url = f"https://127.0.0.1:{self.ports['controller-manager']}/healthz"
@@ -511,7 +521,8 @@ class LocalCluster:
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
             "--cidr=10.0.0.0/16", "--node-ip=10.0.0.1",
-            "--node-lease-duration-seconds=40",
+            f"--node-lease-duration-seconds={KWOK_NODE_LEASE_SECONDS}",
+            f"--config={KWOK_CONFIG}",
             f"--config={KWOK_STAGES}",
             f"--server-address=127.0.0.1:{self.ports['kwok']}",
         ])

@@ -10,7 +10,10 @@ last seen resourceVersion (bookmarks included), and a 410 Gone (the version was 
 relists, announcing the difference as synthetic ADDED/MODIFIED/DELETED events so subscribers
 never miss a deletion that happened while the watch was down.
 
-Objects in the cache are never mutated after they are stored (an update replaces the whole
+Objects are stored as :func:`provisioner.state.transform.strip` leaves them: the fields
+Groupless reads, without managed fields, container images and environments, container
+statuses, node images (client-go's transform functions; ``transform=`` changes it). Objects in
+the cache are never mutated after they are stored (an update replaces the whole
 object), so :meth:`ClusterState.snapshot` hands out fresh containers that share the objects:
 a consistent, cheap view of one moment. Callers must not mutate the objects of a snapshot;
 copy one before changing it.
@@ -37,6 +40,7 @@ from provisioner.clock import Clock, RealClock
 from provisioner.kube.api import GoneError, KubeAPI, Object, WatchEvent
 from provisioner.model import objects, pods
 from provisioner.state.nodes import NodeViews
+from provisioner.state.transform import Transform, strip
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +194,9 @@ def _has_metadata(obj: object) -> bool:
 class ClusterState:
     """An informer-style cache of the kinds in ``kinds`` over any :class:`~provisioner.kube.api.KubeAPI`.
 
+    ``transform`` turns each listed or watched object into what the cache stores and announces
+    (default :func:`~provisioner.state.transform.strip`: the fields Groupless reads).
+
     Use: :meth:`start` runs one list+watch thread per kind (the process); tests call
     :meth:`resync` (a synchronous list of every kind) and feed changes with :meth:`handle`
     (for example ``fake_api.subscribe(state.handle)``), or :meth:`pump` (drain the watches
@@ -206,8 +213,10 @@ class ClusterState:
         watch_timeout_seconds: int = 300,
         retry_seconds: float = 1.0,
         max_retry_seconds: float = 30.0,
+        transform: Transform | None = None,
     ) -> None:
         self.api = api
+        self.transform: Transform = transform if transform is not None else strip
         self.clock: Clock = clock or RealClock()
         self.kinds = tuple(kinds)
         self.watch_timeout_seconds = watch_timeout_seconds
@@ -276,6 +285,8 @@ class ClusterState:
             return
         if event.type not in ("ADDED", "MODIFIED", "DELETED"):
             return
+        obj = self.transform(kind, obj)
+        event = WatchEvent(event.type, obj)
         with self._lock:
             if event.type == "DELETED":
                 self._delete_locked(kind, obj)
@@ -325,7 +336,7 @@ class ClusterState:
             fresh: dict[ObjKey, Object] = {}
             for obj in items:
                 if _has_metadata(obj):
-                    fresh[object_key(obj)] = obj
+                    fresh[object_key(obj)] = self.transform(kind, obj)
             for key, obj in old.items():
                 if key not in fresh:
                     changes.append((kind, WatchEvent("DELETED", obj)))

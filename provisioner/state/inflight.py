@@ -8,6 +8,11 @@ The cache lags the controller's own writes, so the controller remembers, under o
   node;
 * **written Nodes**: the latest Node object the controller wrote (created, nominations
   patched), whose capacity and nominations count until a snapshot shows that write;
+* **launch reservations**: per launch whose Node is not written yet, the room it holds against
+  its Provisioner's limits (the capacity of its largest instance type option), so that a round
+  solving while another round's launches run counts them (limits never overshoot when rounds
+  overlap); a launch's reservation ends when its Node is written (:meth:`InFlightLedger.wrote`
+  with ``settles``: from then on the Node's capacity counts) or it fails (:meth:`InFlightLedger.unreserve`);
 * **displaced-from**: per pod, the nodes whose nomination of it ended because they filled up;
   it salts the pod's next node request, whose ClientToken would otherwise return that node;
 * **promised room**: per target node, the room held for each pod of an expiring node that the
@@ -37,6 +42,20 @@ NominatedOn = Callable[[Mapping[str, Any]], Collection[str]]
 
 
 @dataclass(frozen=True, slots=True)
+class Writes:
+    """One consistent reading of the controller's writes the cache may not show yet.
+
+    ``written``: node name -> the latest Node written. ``launching``: Provisioner name -> the
+    room reserved by its launches whose Node is not written yet (core units). Read together
+    (:meth:`InFlightLedger.writes`), a launch is counted exactly once: by its reservation until
+    its Node is written, by the Node after.
+    """
+
+    written: Mapping[str, Object]
+    launching: Mapping[str, Resources]
+
+
+@dataclass(frozen=True, slots=True)
 class InFlight:
     """A pod capacity is on its way for: covered, so no later round launches for it again.
 
@@ -56,7 +75,7 @@ class InFlight:
 
 
 class InFlightLedger:
-    """Pods in flight, written Nodes, displaced-from and promised room, under one lock (thread-safe).
+    """Pods in flight, written Nodes, launch reservations, displaced-from and promised room, under one lock (thread-safe).
 
     ``nominated_on`` reads a Node's nominated pod UIDs (the provisioning controller passes its
     nominations rule); the ledger reads it to tell when a snapshot shows a nomination.
@@ -67,6 +86,8 @@ class InFlightLedger:
         self._lock = threading.Lock()
         self._in_flight: dict[str, InFlight] = {}
         self._written: dict[str, Object] = {}
+        # launch (node request id) -> (Provisioner name, room reserved against its limits)
+        self._reservations: dict[str, tuple[str, Resources]] = {}
         self._displaced_from: dict[str, frozenset[str]] = {}
         # replacement (or existing) node name -> (expiring node name, pod UID) -> the pod's requests
         self._promised: dict[str, dict[tuple[str, str], Resources]] = {}
@@ -86,6 +107,19 @@ class InFlightLedger:
         """A copy of the Nodes written that no snapshot has shown yet: node name -> Node."""
         with self._lock:
             return dict(self._written)
+
+    def writes(self) -> Writes:
+        """The Nodes written and the launch reservations, read under one lock (see :class:`Writes`)."""
+        with self._lock:
+            launching: dict[str, Resources] = {}
+            for provisioner, room in self._reservations.values():
+                launching[provisioner] = launching.get(provisioner, Resources()) + room
+            return Writes(dict(self._written), launching)
+
+    def reservations(self) -> dict[str, tuple[str, Resources]]:
+        """A copy of the launch reservations: launch id -> (Provisioner name, room)."""
+        with self._lock:
+            return dict(self._reservations)
 
     def displaced_from(self, pod_uids: Iterable[str]) -> list[str]:
         """Sorted names of the nodes whose nominations of any of ``pod_uids`` ended because they filled up."""
@@ -107,15 +141,31 @@ class InFlightLedger:
                 if entry is not None and entry.launching:
                     del self._in_flight[uid]
 
-    def wrote(self, name: str, node: Object, pod_uids: Iterable[str] = (), until: float = 0.0) -> None:
+    def reserve(self, launch: str, provisioner: str, room: Resources) -> None:
+        """Launch ``launch`` (its node request id) holds ``room`` against ``provisioner``'s limits until it ends."""
+        with self._lock:
+            self._reservations[launch] = (provisioner, room)
+
+    def unreserve(self, launches: Iterable[str]) -> None:
+        """These launches ended without a Node (failed, insufficient capacity, their round gave up): their room is free."""
+        with self._lock:
+            for launch in launches:
+                self._reservations.pop(launch, None)
+
+    def wrote(
+        self, name: str, node: Object, pod_uids: Iterable[str] = (), until: float = 0.0, *, settles: str | None = None
+    ) -> None:
         """The controller wrote Node ``name`` (``node``: what the API answered).
 
-        ``pod_uids`` are nominated to it until ``until``.
+        ``pod_uids`` are nominated to it until ``until``. ``settles``: the launch that created
+        it, whose reservation ends in the same step (the Node's capacity counts from now on).
         """
         with self._lock:
             self._written[name] = node
             for uid in pod_uids:
                 self._in_flight[uid] = InFlight(name, until)
+            if settles is not None:
+                self._reservations.pop(settles, None)
 
     def rewrote(self, name: str, node: Object) -> None:
         """A later write of Node ``name``: replaces the ledger's copy if it still holds one."""
@@ -168,6 +218,7 @@ class InFlightLedger:
         that launches it. A written Node is released when the snapshot shows it and no pod in
         flight still needs our copy.
         """
+        nominated: dict[str, Collection[str]] = {}  # each node's nominations read once, not once per pod
         with self._lock:
             for uid, entry in list(self._in_flight.items()):
                 if entry.node is None:
@@ -178,8 +229,11 @@ class InFlightLedger:
                 elif node is None:
                     if entry.node not in self._written:  # deleted before the cache showed it
                         del self._in_flight[uid]
-                elif uid in self._nominated_on(node):
-                    del self._in_flight[uid]
+                else:
+                    if entry.node not in nominated:
+                        nominated[entry.node] = self._nominated_on(node)
+                    if uid in nominated[entry.node]:
+                        del self._in_flight[uid]
             needed = {entry.node for entry in self._in_flight.values()}
             for name in list(self._written):
                 if name in snapshot.nodes and name not in needed:

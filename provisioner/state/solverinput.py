@@ -18,11 +18,13 @@ into them by the provisioning controller's rules:
   a node whose taints or allocatable cannot be read is left out. When no pod counts pods on
   other nodes (topology spread, pod (anti-)affinity), nodes too full for the smallest pod are
   left out too;
-* **limits usage**: the capacity of every node of each Provisioner (existing and in flight);
+* **limits usage**: the capacity of every node of each Provisioner (existing and in flight),
+  plus the room reserved by its launches whose Node is not written yet;
 * **Provisioners**: those not being deleted that have instance types.
 
 What only the controller knows comes in as parameters: the Nodes it wrote that the snapshot does
-not show yet (``written``), room promised per node (``reserved``), nodes to treat as unavailable
+not show yet (``written``), the room its running launches reserve against limits
+(``launching``), room promised per node (``reserved``), nodes to treat as unavailable
 (``exclude``) and pods it is launching for (``in_flight``). Objects that cannot be read are
 left out and listed in :attr:`BuiltInput.refused` (the controller logs them; ``plan`` refuses
 its input).
@@ -174,9 +176,15 @@ def daemonset_pods(snapshot: Snapshot) -> tuple[list[Pod], list[Refused]]:
     return pods, refused
 
 
-def provisioner_usage(nodes: Mapping[str, StateNode]) -> dict[str, Resources]:
-    """Per Provisioner, the capacity of its nodes (existing and in flight): what counts against its limits."""
-    usage: dict[str, Resources] = {}
+def provisioner_usage(
+    nodes: Mapping[str, StateNode], launching: Mapping[str, Resources] | None = None
+) -> dict[str, Resources]:
+    """Per Provisioner, what counts against its limits (core units).
+
+    The capacity of its nodes (existing and in flight), plus ``launching``: the room reserved
+    by its launches whose Node is not written yet.
+    """
+    usage: dict[str, Resources] = dict(launching or {})
     for view in nodes.values():
         if view.provisioner:
             usage[view.provisioner] = usage.get(view.provisioner, EMPTY) + view.capacity
@@ -248,6 +256,7 @@ def build_solver_input(
     *,
     now: float,
     written: Iterable[StateNode] = (),
+    launching: Mapping[str, Resources] | None = None,
     reserved: Mapping[str, Resources] | None = None,
     exclude: Collection[str] = (),
     provisioners: Mapping[str, Provisioner] | None = None,
@@ -260,8 +269,9 @@ def build_solver_input(
 
     ``nodes``: :meth:`NodeViews.nodes(snapshot) <provisioner.state.nodes.NodeViews.nodes>`.
     ``instance_types``: per Provisioner name; a Provisioner without an entry is not offered.
-    ``now``: epoch seconds (which nominations hold). ``written``, ``reserved`` (node name ->
-    room promised there), ``exclude`` (node names): the controller's own knowledge.
+    ``now``: epoch seconds (which nominations hold). ``written``, ``launching`` (Provisioner name
+    -> room its running launches reserve), ``reserved`` (node name -> room promised there),
+    ``exclude`` (node names): the controller's own knowledge.
     ``provisioners``: default :func:`active_provisioners`. ``node_labels``: the labels the
     controller puts on every node it launches (its ``nodes.labels`` setting; none by default).
     """
@@ -289,7 +299,7 @@ def build_solver_input(
             instance_types=instance_types,
             nodes=candidate_nodes(solver_nodes, solver_pods),
             daemonsets=daemonsets,
-            provisioner_usage=provisioner_usage(views),
+            provisioner_usage=provisioner_usage(views, launching),
             node_labels=dict(node_labels or {}),
         ),
         refused=tuple(refused),

@@ -54,10 +54,10 @@ class SolverInputs:
         self.recorder = recorder
         self.views = views
 
-    def written(self, snapshot: Snapshot) -> list[StateNode]:
-        """Views of the Nodes the controller wrote that no snapshot has shown yet."""
+    def written(self, snapshot: Snapshot, written: Mapping[str, Object] | None = None) -> list[StateNode]:
+        """Views of the Nodes the controller wrote that no snapshot has shown yet (``written``: default the ledger's)."""
         result = []
-        for node in self.ledger.written().values():
+        for node in (self.ledger.written() if written is None else written).values():
             view = self.views.view(node, snapshot)
             if view is not None:
                 result.append(view)
@@ -66,6 +66,15 @@ class SolverInputs:
     def nodes(self, snapshot: Snapshot) -> dict[str, StateNode]:
         """The snapshot's node views, with our own writes it does not show yet in their place (or added)."""
         return merged(self.views.nodes(snapshot), self.written(snapshot))
+
+    def node(self, snapshot: Snapshot, name: str) -> StateNode | None:
+        """The view of one node as :meth:`nodes` has it, without building the others."""
+        current = self.views.nodes(snapshot).get(name)
+        written = self.ledger.written().get(name)
+        if written is None or (current is not None and current.deleting):  # as merged() decides
+            return current
+        view = self.views.view(written, snapshot)
+        return current if view is None else view
 
     def warm(self, snapshot: Snapshot) -> None:
         """Decode every node as the solver sees it, so that the next burst only pays for changes.
@@ -89,12 +98,14 @@ class SolverInputs:
         exclude: Collection[str],
     ) -> BuiltInput:
         """The solver input of a round; nodes and DaemonSets that cannot be read are logged and left out."""
-        written = self.written(snapshot)
+        writes = self.ledger.writes()  # the Nodes written and the launches still running, counted once
+        written = self.written(snapshot, writes.written)
         views = self.views.nodes(snapshot)
         built = build_solver_input(
             snapshot, views, pods if isinstance(pods, ReadPods) else list(pods), instance_types,
-            now=self.clock.now(), written=written, reserved=self.ledger.reserved(merged(views, written), snapshot),
-            exclude=exclude, provisioners=provisioners, node_labels=self.node_labels,
+            now=self.clock.now(), written=written, launching=writes.launching,
+            reserved=self.ledger.reserved(merged(views, written), snapshot), exclude=exclude, provisioners=provisioners,
+            node_labels=self.node_labels,
         )
         for refused in built.refused:
             if refused.kind == "Node":

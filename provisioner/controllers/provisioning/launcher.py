@@ -1,10 +1,12 @@
 """Launching planned nodes: create the instance and its Node, roll back, report an outcome.
 
-:meth:`Launcher.launch` runs the launches of one solve concurrently (``launch_parallelism``
-threads) and returns one :class:`LaunchOutcome` per planned node, in plan order. A launch
-thread reads only its own arguments and touches no round state: the round merges the outcomes
-on its own thread (limit usage, back-off, nominations memory, events), so nothing a round
-counts can be lost to a concurrent update.
+:meth:`Launcher.submit` starts the launches of one solve on a pool of ``launch_parallelism``
+threads shared by every round (launches of overlapping rounds run side by side, never more
+than that many at once) and returns one future :class:`LaunchOutcome` per planned node, in
+plan order (:meth:`Launcher.launch` waits for them). A launch thread reads only its own
+arguments and touches no round state: the round merges the outcomes on its own thread (limit
+reservations, back-off, nominations memory, events), so nothing a round counts can be lost
+to a concurrent update.
 
 * The Node is created right after the instance, carrying the nominations of the pods it was
   launched for. A retried request that returns the instance launched before finds its Node
@@ -26,7 +28,7 @@ import enum
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from provisioner import metrics
@@ -186,10 +188,17 @@ class Launcher:
             max_workers=max(1, settings.launch_parallelism), thread_name_prefix="launch"
         )
 
+    def submit(self, jobs: Sequence[LaunchJob]) -> list[Future[LaunchOutcome]]:
+        """Start every job on the launch pool; one future outcome per job, in the order given.
+
+        A future never raises: every error of a launch is its outcome's. Raises RuntimeError
+        after :meth:`shutdown`.
+        """
+        return [self._pool.submit(self._guarded, job) for job in jobs]
+
     def launch(self, jobs: Sequence[LaunchJob]) -> list[LaunchOutcome]:
-        """Launch every job concurrently; one outcome per job, in the order given."""
-        futures = [self._pool.submit(self._launch, job) for job in jobs]
-        return [future.result() for future in futures]
+        """Launch every job concurrently and wait; one outcome per job, in the order given."""
+        return [future.result() for future in self.submit(jobs)]
 
     def shutdown(self) -> None:
         """Stop taking launches (running ones finish)."""
@@ -202,6 +211,14 @@ class Launcher:
             + self.settings.nodes.registration_timeout_seconds
             + self.settings.nodes.nomination_ttl_seconds
         )
+
+    def _guarded(self, job: LaunchJob) -> LaunchOutcome:
+        """:meth:`_launch`, with an unexpected error (a bug) as a failed outcome: a round must always get one."""
+        try:
+            return self._launch(job)
+        except Exception as exc:
+            log.exception("Launch failed unexpectedly")
+            return LaunchOutcome(job.planned, job.request, LaunchStatus.FAILED, error=exc)
 
     def _launch(self, job: LaunchJob) -> LaunchOutcome:
         """Launch one planned node and create its Node (runs on a launch thread)."""

@@ -4,11 +4,18 @@ The loop (DESIGN.md "Data flow"; Karpenter's ``provisioning/controller.go``): po
 kube-scheduler marked Unschedulable (seen through the cluster state cache, or signalled by the
 extender through :meth:`ProvisioningController.trigger`) open a batching window
 (:mod:`~provisioner.controllers.provisioning.batcher`); when it closes, one round
-(:meth:`ProvisioningController.reconcile`) takes a snapshot of the cluster and hands it to the
-:class:`~provisioner.controllers.provisioning.provisioner.NodeProvisioner`. The expiration
-controller asks for replacement capacity through :meth:`ProvisioningController.replace`. One
-round runs at a time. Before the first batch, and for each Provisioner created later, the
-instance types are fetched ahead (:meth:`ProvisioningController.warm_up`).
+(:meth:`ProvisioningController.begin`) takes a snapshot of the cluster and hands it to the
+:class:`~provisioner.controllers.provisioning.provisioner.NodeProvisioner`, which solves and
+starts the launches, then finishes the round (launch outcomes, ICE retries) on a round thread
+while the loop goes back to batching: the next window opens and closes on its own timers
+whatever the previous round's launches are doing, and is solved as soon as it closes. One
+solve runs at a time; at most ``max_rounds`` rounds are in flight (the loop waits for one to
+end before solving another). A round in flight mostly waits for its launches, which share the
+launcher's pool, so the bound is generous (16): a round on a slow cloud takes minutes (150 pods
+on a loaded moto server: 100-200 s), and while every slot is taken the next window waits. The expiration
+controller asks for replacement capacity through :meth:`ProvisioningController.replace`.
+Before the first batch, and for each Provisioner created later, the instance types are fetched
+ahead (:meth:`ProvisioningController.warm_up`).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from provisioner import metrics
@@ -28,6 +36,7 @@ from provisioner.controllers.provisioning.launcher import Launcher
 from provisioner.controllers.provisioning.provisioner import (
     NodeProvisioner,
     ProvisionResult,
+    format_duration,
     replacement_nodes,
 )
 from provisioner.kube.api import KubeAPI, Object, WatchEvent
@@ -50,17 +59,14 @@ def _nominated_on(node: Mapping[str, Any]) -> Collection[str]:
     return nom.decode(raw if isinstance(raw, str) else None).pods
 
 
-def _format_duration(seconds: float) -> str:
-    return f"{seconds:.3g}s" if seconds < 10 else f"{seconds:.1f}s"
-
-
 class ProvisioningController:
     """Launches nodes for provisionable pods. See the module docstring.
 
     ``trigger(uid)`` signals a pending pod (or, with None, "look at every pending pod");
-    ``run(stop)`` is the loop; ``reconcile(batch)`` is one round (the loop calls it when a
-    window closes; tests call it directly); ``replace(pods, node_name)`` is the expiration
-    controller's Replacer.
+    ``run(stop)`` is the loop; ``begin(batch)`` starts one round (the loop calls it when a
+    window closes) and ``reconcile(batch)`` runs one to its end (tests call it directly);
+    ``replace(pods, node_name)`` is the expiration controller's Replacer. ``max_rounds``:
+    rounds in flight at once (solved, launches running).
     """
 
     def __init__(
@@ -73,6 +79,7 @@ class ProvisioningController:
         settings: ProvisioningSettings | None = None,
         *,
         solver: Callable[[SolverInput], Plan] = solve,
+        max_rounds: int = 16,
     ) -> None:
         self.state = state
         self.clock = clock
@@ -92,8 +99,10 @@ class ProvisioningController:
             SolverInputs(clock, self.cloud, self.ledger, recorder, state.node_views, self.settings.nodes.labels),
             self.launcher,
             solver,
+            snapshot=state.snapshot,
+            rounds=max_rounds,
         )
-        self._round_lock = threading.RLock()  # one provisioning round at a time
+        self._rounds = threading.BoundedSemaphore(max(1, max_rounds))  # rounds in flight
         self._warming_lock = threading.Lock()
         self._warming: set[str] = set()  # Provisioners whose instance types are being fetched ahead
         self._unsubscribe: Callable[[], None] | None = None
@@ -151,7 +160,7 @@ class ProvisioningController:
                 "Fetched %d instance types for Provisioner %s in %s",
                 count,
                 provisioner.name,
-                _format_duration(self.clock.monotonic() - started),
+                format_duration(self.clock.monotonic() - started),
             )
 
     def _warm_async(self, provisioners: Sequence[Provisioner]) -> None:
@@ -189,16 +198,29 @@ class ProvisioningController:
                 if batch is None:
                     self.trigger(None)  # periodic resync: a missed event only delays
                     continue
+                while not self._rounds.acquire(timeout=0.5):  # a round slot (the batcher keeps collecting)
+                    if stop.is_set():
+                        return
                 try:
-                    result = self.reconcile(batch)
+                    pending = self.begin(batch)
                 except Exception:
+                    self._rounds.release()
                     log.exception("Provisioning failed")
                     continue
-                if result.pods:
-                    log.info("Waiting for unschedulable pods")
+                pending.add_done_callback(self._round_ended)
         finally:
             stop_warming()
+            self.provisioner.shutdown()
             self.launcher.shutdown()
+
+    def _round_ended(self, pending: Future[ProvisionResult]) -> None:
+        """A round of the loop ended: its slot is free; its failure is logged."""
+        self._rounds.release()
+        error = pending.exception()
+        if error is not None:
+            log.error("Provisioning failed", exc_info=error)
+        elif pending.result().pods:
+            log.info("Waiting for unschedulable pods")
 
     def _next_wake(self) -> float:
         """Seconds until the loop looks again unprompted.
@@ -209,26 +231,33 @@ class ProvisioningController:
 
     # ------------------------------------------------------------------ rounds
     def reconcile(self, batch: Batch | None = None) -> ProvisionResult:
-        """One round now: prune ended nominations, then provision every provisionable pod.
+        """One round now, to its end (:meth:`begin`, then wait)."""
+        return self.begin(batch).result()
 
-        ``batch`` is the window that led here (for the "Batched N pods in D" line and the
-        batch metrics; N counts the provisionable pods found, which includes pods still
+    def begin(self, batch: Batch | None = None) -> Future[ProvisionResult]:
+        """Start one round now: prune ended nominations, then solve for every provisionable pod and launch.
+
+        Returns once the solve is done and the launches started; the future ends with the
+        round. ``batch`` is the window that led here (for the "Batched N pods in D" line and
+        the batch metrics; N counts the provisionable pods found, which includes pods still
         pending from earlier rounds).
         """
         if not self.state.synced():
             log.info("Cluster state is not synced yet; not provisioning")
-            return ProvisionResult()
-        with self._round_lock:
+            done: Future[ProvisionResult] = Future()
+            done.set_result(ProvisionResult())
+            return done
+        with self.provisioner.solving:  # no other solve between this snapshot and this round's launches
             snapshot = self.state.snapshot()
             pods = self.provisioner.provisionable(snapshot)
             if batch is not None:
                 if pods:
                     metrics.BATCH_SIZE.observe(len(pods))
                     metrics.BATCH_DURATION.observe(batch.duration)
-                    log.info("Batched %d pods in %s", len(pods), _format_duration(batch.duration))
+                    log.info("Batched %d pods in %s", len(pods), format_duration(batch.duration))
                 else:
-                    log.debug("No provisionable pods after a %s window", _format_duration(batch.duration))
-            return self.provisioner.provision(snapshot, pods)
+                    log.debug("No provisionable pods after a %s window", format_duration(batch.duration))
+            return self.provisioner.begin(snapshot, pods)
 
     def replace(self, pods: Sequence[Object], node_name: str) -> list[str]:
         """The expiration controller's ``Replacer``: capacity for ``pods`` anywhere but ``node_name``.
@@ -244,5 +273,5 @@ class ProvisioningController:
                 failed={objects.key(p): "the cluster state is not synced yet" for p in pods}, pods=len(pods)
             )
             return replacement_nodes(not_synced, node_name)
-        with self._round_lock:
+        with self.provisioner.solving:
             return self.provisioner.replace(self.state.snapshot(), pods, node_name)

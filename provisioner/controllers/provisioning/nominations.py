@@ -107,7 +107,7 @@ class NodeNominations:
         Returns the Node the pods were added to (its labels name the instance type and zone),
         None when nothing was written (logged).
         """
-        view = self.inputs.nodes(snapshot).get(node_name)
+        view = self.inputs.node(snapshot, node_name)
         if view is None:
             return None
         node: Object = dict(view.node)

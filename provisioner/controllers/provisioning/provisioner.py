@@ -1,8 +1,9 @@
 """A provisioning round: snapshot -> results -> launched and nominated nodes (Karpenter's ``provisioner.go``).
 
-One round (:meth:`NodeProvisioner.provision` for pending pods, :meth:`NodeProvisioner.replace`
-for an expiring node's pods) takes the cluster snapshot (after :meth:`NodeProvisioner.provisionable`
-released what it shows from the ledger and pruned ended nominations) and:
+One round (:meth:`NodeProvisioner.begin` / :meth:`NodeProvisioner.provision` for pending pods,
+:meth:`NodeProvisioner.replace` for an expiring node's pods) takes the cluster snapshot (after
+:meth:`NodeProvisioner.provisionable` released what it shows from the ledger and pruned ended
+nominations) and:
 
 1. builds the solver input (:func:`provisioner.state.solverinput.build_solver_input` over the
    cache's node views, with the ledger's writes and promised room:
@@ -18,6 +19,15 @@ released what it shows from the ledger and pruned ended nominations) and:
    ``Launched`` / ``Nominated`` / ``LaunchFailed`` / ``InsufficientCapacity`` events;
 5. after insufficient capacity, solves the same pods again without the failed offerings, up to
    ``ice_retries`` times.
+
+Steps 1-3 and the start of the launches (the *solve*) run under :attr:`NodeProvisioner.solving`,
+one solve at a time; the launches and the merging of their outcomes (steps 4-5, the *finish*)
+run on a round thread of their own, so the next batch is solved while a round's launches run
+(Karpenter creates its NodeClaims and launches them asynchronously the same way). What a
+later solve must see of a round still launching is in the ledger when the solve ends: its pods
+are covered (launching) and its launches' room is reserved against limits, so rounds that
+overlap launch nothing twice and never overshoot a limit. An ICE retry is a solve again (under
+the lock, over a fresh snapshot). At most ``rounds`` finishes run at once; more wait.
 
 Decisions and their sources:
 
@@ -48,7 +58,9 @@ from __future__ import annotations
 
 import enum
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from provisioner import metrics
@@ -72,7 +84,6 @@ from provisioner.model import labels as wk
 from provisioner.model import objects
 from provisioner.model.quantity import format_quantity
 from provisioner.model.resources import Resources
-from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.nodes import ClusterNode
 from provisioner.scheduling.pods import Pod, pod_requests
 from provisioner.scheduling.provisioners import provisioner_limits, provisioner_node_labels
@@ -154,12 +165,24 @@ class RoundPurpose(enum.Enum):
 
 @dataclass
 class _Round:
-    """Bookkeeping of one provisioning round; read and written on the round's thread only."""
+    """Bookkeeping of one provisioning round.
+
+    Written by its solve (under the solving lock), then by its finish on one round thread (which
+    starts after the solve, and solves again for ICE retries under the lock): never by two
+    threads at once. ``usage``: limits usage of the current solve. ``offered``: the Provisioners
+    whose instance types the first solve had. ``reservations``: the ids of the launches that
+    reserved room against limits (released at the end, whichever the outcome).
+    """
 
     snapshot: Snapshot
     usage: dict[str, Resources]
     exclude: frozenset[str]
     pod_objects: dict[str, Object]
+    started: float = 0.0
+    pods: tuple[Pod, ...] = ()
+    provisioners: Mapping[str, Provisioner] = field(default_factory=dict)
+    offered: tuple[str, ...] = ()
+    reservations: set[str] = field(default_factory=set)
     launched: list[LaunchedNode] = field(default_factory=list)
     nominated_existing: dict[str, list[str]] = field(default_factory=dict)
     placed_existing: dict[str, list[str]] = field(default_factory=dict)
@@ -188,11 +211,29 @@ class Results:
     launches: tuple[LaunchJob, ...]
 
 
+#: A solve's launches: each job with its future outcome, in plan order.
+_Launches = list[tuple[LaunchJob, "Future[LaunchOutcome]"]]
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as the log lines show them: ``0.512s``, ``12.3s``."""
+    return f"{seconds:.3g}s" if seconds < 10 else f"{seconds:.1f}s"
+
+
+def _done(result: ProvisionResult) -> Future[ProvisionResult]:
+    future: Future[ProvisionResult] = Future()
+    future.set_result(result)
+    return future
+
+
 class NodeProvisioner:
     """Turns a snapshot's pods into launched, nominated nodes. See the module docstring.
 
-    Not thread-safe across rounds: the caller runs one round at a time (the controller's round
-    lock). Launches run on the launcher's threads, which never see the round's bookkeeping.
+    :attr:`solving` (re-entrant) is held by every solve; the caller holds it too from its
+    snapshot to :meth:`begin`'s return, so that no other solve runs between the snapshot and
+    the moment this round's pods are covered. Launches run on the launcher's threads, which
+    never see the round's bookkeeping; each round's finish runs on one of ``rounds`` round
+    threads. ``snapshot``: takes a fresh snapshot for ICE retries (default: the round's own).
     """
 
     def __init__(
@@ -205,6 +246,9 @@ class NodeProvisioner:
         inputs: SolverInputs,
         launcher: Launcher,
         solver: Callable[[SolverInput], Plan],
+        *,
+        snapshot: Callable[[], Snapshot] | None = None,
+        rounds: int = 16,
     ) -> None:
         self.api = api
         self.clock = clock
@@ -215,6 +259,13 @@ class NodeProvisioner:
         self.launcher = launcher
         self.solver = solver
         self.nominations = NodeNominations(api, clock, ledger, inputs)
+        self.solving = threading.RLock()
+        self._snapshot = snapshot
+        self._finishes = ThreadPoolExecutor(max_workers=max(1, rounds), thread_name_prefix="round")
+
+    def shutdown(self) -> None:
+        """Stop taking rounds (running ones finish)."""
+        self._finishes.shutdown(wait=False)
 
     # ------------------------------------------------------------------ rounds
     def provisionable(self, snapshot: Snapshot) -> list[Object]:
@@ -224,11 +275,25 @@ class NodeProvisioner:
         return self.inputs.provisionable(snapshot)
 
     def provision(self, snapshot: Snapshot, pods: Sequence[Object]) -> ProvisionResult:
-        """Launch and nominate capacity for ``pods`` (from :meth:`provisionable`); warns about pods no Provisioner serves."""
+        """:meth:`begin`, then wait for the round to end."""
+        return self.begin(snapshot, pods).result()
+
+    def begin(self, snapshot: Snapshot, pods: Sequence[Object]) -> Future[ProvisionResult]:
+        """Solve for ``pods`` (from :meth:`provisionable`) now and launch in the background.
+
+        Returns when the solve is done and its launches started (the pods are covered from
+        then on); the future ends with the round: every launch merged, ICE retries done, pods
+        no Provisioner serves warned about.
+        """
         if not pods:
             self.inputs.warm(snapshot)
-            return ProvisionResult()
-        return self._round(snapshot, pods, frozenset(), RoundPurpose.PENDING)
+            return _done(ProvisionResult())
+        with self.solving:
+            started = self._start(snapshot, pods, frozenset(), RoundPurpose.PENDING)
+        if isinstance(started, ProvisionResult):
+            return _done(started)
+        round_, launches = started
+        return self._finishes.submit(self._finish, round_, launches)
 
     def replace(self, snapshot: Snapshot, pods: Sequence[Object], node_name: str) -> list[str]:
         """Capacity for an expiring node's ``pods`` anywhere but ``node_name``; the nodes to wait for.
@@ -255,47 +320,113 @@ class NodeProvisioner:
             copy["status"] = status
             pending.append(copy)
         self.ledger.withdraw(node_name)
-        result = self._round(snapshot, pending, frozenset({node_name}), RoundPurpose.REPLACEMENT)
+        with self.solving:  # held until the promise is recorded: no pending round plans into that room before
+            started = self._start(snapshot, pending, frozenset({node_name}), RoundPurpose.REPLACEMENT)
+            result = started if isinstance(started, ProvisionResult) else self._finish(*started)
         names = replacement_nodes(result, node_name)
         self._promise(node_name, pods, result)
         return names
 
-    def _round(
+    def _start(
         self,
         snapshot: Snapshot,
         pod_objects: Sequence[Object],
         exclude: frozenset[str],
         purpose: RoundPurpose,
-    ) -> ProvisionResult:
+    ) -> ProvisionResult | tuple[_Round, _Launches]:
+        """A round's first solve (under :attr:`solving`): its launches started, or the round's result when it launches nothing."""
         round_ = _Round(
             snapshot=snapshot,
             usage={},
             exclude=exclude,
             pod_objects={objects.uid(p): p for p in pod_objects},
+            started=self.clock.monotonic(),
             purpose=purpose,
         )
         read = read_pods(snapshot, pod_objects)
         for refused in read.refused:
             round_.unschedulable[objects.key(refused.obj)] = f"the pod cannot be read: {refused.reason}"
-        pods = list(read.pods)
-        provisioners = active_provisioners(snapshot)
-        if not pods:
+        round_.pods = read.pods
+        round_.provisioners = active_provisioners(snapshot)
+        if not round_.pods:
             return self._result(round_, 0)
-        if not provisioners:
-            for pod in pods:
+        if not round_.provisioners:
+            for pod in round_.pods:
                 round_.unschedulable[pod.key] = "no Provisioner exists"
             self._warn_unschedulable(round_)
-            return self._result(round_, len(pods))
-        instance_types = self.inputs.instance_types(provisioners, snapshot, round_.unavailable)
-        given = self.inputs.build(snapshot, ReadPods(read.pods), instance_types, provisioners, exclude).input
-        round_.usage = dict(given.provisioner_usage)
+            return self._result(round_, len(round_.pods))
         try:
-            self._solve_and_launch(given, provisioners, round_, attempt=0)
+            instance_types = self.inputs.instance_types(round_.provisioners, snapshot, round_.unavailable)
+            round_.offered = tuple(instance_types)
+            given = self.inputs.build(snapshot, ReadPods(read.pods), instance_types, round_.provisioners, exclude).input
+            return round_, self._solve(given, round_, attempt=0)
+        except BaseException:
+            self._end(round_)
+            raise
+
+    def _solve(self, given: SolverInput, round_: _Round, attempt: int) -> _Launches:
+        """Solve ``given``, record its placements on existing capacity and start its launches (under :attr:`solving`).
+
+        The limits usage is ``given``'s (every node, and every launch still running in any
+        round); each launch reserves its room in the ledger before it starts, and its pods are
+        covered from then on.
+        """
+        with self.solving:
+            round_.usage = dict(given.provisioner_usage)
+            results = self.schedule(given, round_.provisioners, round_, attempt)
+            self.record(results, round_)
+            if round_.nominate:  # covered from now on: the launches are in flight
+                for job in results.launches:
+                    self.ledger.launching((p.uid for p in job.planned.pods), self.launcher.nomination_deadline())
+            return list(zip(results.launches, self.launcher.submit(results.launches), strict=True))
+
+    def _finish(self, round_: _Round, launches: _Launches) -> ProvisionResult:
+        """Merge each launch's outcome in plan order, solve again after insufficient capacity; the round's result."""
+        try:
+            attempt = 0
+            while launches:
+                retry: list[Pod] = []
+                for _, future in launches:
+                    outcome = future.result()
+                    self._merge(outcome, round_)
+                    if outcome.status is LaunchStatus.INSUFFICIENT_CAPACITY:
+                        retry.extend(outcome.planned.pods)
+                        round_.unavailable.update(outcome.unavailable)
+                launches = self._retry(retry, round_, attempt + 1) if retry else []
+                attempt += 1
         finally:
-            # launches that ended without a node for their pods (errors, limits): not covered
-            self.ledger.end_launches(pod.uid for pod in pods)
+            self._end(round_)
         self._warn_unschedulable(round_)
-        return self._result(round_, len(pods))
+        result = self._result(round_, len(round_.pods))
+        log.info(
+            "Round of %d pod(s) done in %s: %d node(s) launched, %d pod(s) placed on existing nodes, %d failed, "
+            "%d unschedulable",
+            result.pods, format_duration(self.clock.monotonic() - round_.started), len(result.launched),
+            sum(len(uids) for uids in result.placed_existing.values()), len(result.failed), len(result.unschedulable),
+        )
+        return result
+
+    def _retry(self, pods: Sequence[Pod], round_: _Round, attempt: int) -> _Launches:
+        """Solve ``pods`` again without the offerings that had no capacity (a fresh snapshot); none after ``ice_retries``."""
+        if attempt > self.settings.ice_retries:
+            for pod in pods:
+                round_.failed[pod.key] = "insufficient capacity in every allowed offering"
+            return []
+        log.info("Retrying %d pod(s) with the remaining offerings after insufficient capacity", len(pods))
+        with self.solving:
+            # the round's own snapshot may miss Nodes that a later round's snapshot released from the ledger
+            if self._snapshot is not None:
+                round_.snapshot = self._snapshot()
+            offered = {name: round_.provisioners[name] for name in round_.offered}
+            fresh = self.inputs.instance_types(offered, round_.snapshot, round_.unavailable)
+            again = self.inputs.build(round_.snapshot, ReadPods(tuple(pods)), fresh, round_.provisioners, round_.exclude)
+            return self._solve(again.input, round_, attempt)
+
+    def _end(self, round_: _Round) -> None:
+        """The round is over: its pods still launching are not covered, its reservations are free."""
+        # launches that ended without a node for their pods (errors, limits): not covered
+        self.ledger.end_launches(pod.uid for pod in round_.pods)
+        self.ledger.unreserve(round_.reservations)
 
     @staticmethod
     def _result(round_: _Round, n: int) -> ProvisionResult:
@@ -308,34 +439,6 @@ class NodeProvisioner:
             failed=dict(round_.failed),
             pods=n,
         )
-
-    def _solve_and_launch(
-        self, given: SolverInput, provisioners: Mapping[str, Provisioner], round_: _Round, attempt: int
-    ) -> None:
-        results = self.schedule(given, provisioners, round_, attempt)
-        self.record(results, round_)
-        if round_.nominate:  # covered from now on: the launches are in flight
-            for job in results.launches:
-                self.ledger.launching((p.uid for p in job.planned.pods), self.launcher.nomination_deadline())
-        retry: list[Pod] = []
-        for outcome in self.launcher.launch(results.launches):
-            self._merge(outcome, round_)
-            if outcome.status is LaunchStatus.INSUFFICIENT_CAPACITY:
-                retry.extend(outcome.planned.pods)
-                round_.unavailable.update(outcome.unavailable)
-        if retry:
-            if attempt >= self.settings.ice_retries:
-                for pod in retry:
-                    round_.failed[pod.key] = "insufficient capacity in every allowed offering"
-                return
-            log.info(
-                "Retrying %d pod(s) with the remaining offerings after insufficient capacity", len(retry)
-            )
-            fresh = self.inputs.instance_types(
-                {p: provisioners[p] for p in given.instance_types}, round_.snapshot, round_.unavailable
-            )
-            again = self.inputs.build(round_.snapshot, ReadPods(tuple(retry)), fresh, provisioners, round_.exclude)
-            self._solve_and_launch(again.input, provisioners, round_, attempt + 1)
 
     # ------------------------------------------------------------------ schedule
     def schedule(
@@ -417,13 +520,15 @@ class NodeProvisioner:
             # reserve the largest remaining option until the launch says which one it was
             largest = Resources({r: max(t.capacity.get(r) for t in options) for r in limits})
             round_.usage[provisioner.name] = usage + largest
+        else:
+            largest = None
         labels = dict(planned.labels)
         labels.update(provisioner_node_labels(provisioner, self.settings.nodes.labels))
         salt = "replace:" + ",".join(sorted(round_.exclude)) if round_.exclude else ""
         displaced_from = self.ledger.displaced_from(p.uid for p in planned.pods)
         if displaced_from:  # a new node, not the full one launched for these pods before
             salt += "|displaced:" + ",".join(displaced_from)
-        return NodeRequest(
+        request = NodeRequest(
             id=node_request_id(provisioner, (p.uid for p in planned.pods), attempt, salt=salt),
             provisioner=provisioner,
             instance_type_options=tuple(options),
@@ -431,6 +536,10 @@ class NodeProvisioner:
             labels=labels,
             taints=tuple(taint_dicts([*planned.taints, *provisioner.spec.startup_taints])),
         )
+        if largest is not None:  # until its Node is written (then its capacity counts) or it fails
+            self.ledger.reserve(request.id, provisioner.name, largest)
+            round_.reservations.add(request.id)
+        return request
 
     def _limit_exceeded(
         self, provisioner: Provisioner, planned: PlannedNode, reason: str, round_: _Round
@@ -496,7 +605,8 @@ class NodeProvisioner:
             return
         if outcome.machine is not None:  # an instance was launched (its Node may still have failed)
             self.launcher.backoff.succeeded(provisioner.name)
-            self._settle_usage(provisioner, request, outcome.launched_type, round_)
+        if outcome.status is not LaunchStatus.LAUNCHED:
+            self.ledger.unreserve((request.id,))  # nothing runs for it: its room is free
         if outcome.status is LaunchStatus.INSUFFICIENT_CAPACITY:
             metrics.LAUNCH_ERRORS.labels(provisioner=provisioner.name, type="insufficient_capacity").inc()
             log.warning(
@@ -514,7 +624,8 @@ class NodeProvisioner:
             self._launch_failed(provisioner, planned, outcome.error, round_)
             return
         uids = tuple(p.uid for p in planned.pods)
-        self.ledger.wrote(machine.name, node, uids if round_.nominate else (), self.launcher.nomination_deadline())
+        self.ledger.wrote(machine.name, node, uids if round_.nominate else (), self.launcher.nomination_deadline(),
+                          settles=request.id)
         round_.launched.append(LaunchedNode(machine.name, provisioner.name, machine, uids))
         metrics.NODES_LAUNCHED.labels(
             provisioner=provisioner.name, capacity_type=machine.capacity_type, zone=machine.zone
@@ -536,26 +647,6 @@ class NodeProvisioner:
             "Launched",
             f"Launched node {machine.name} ({where}, {machine.capacity_type}) for {len(uids)} pod(s)",
         )
-
-    def _settle_usage(
-        self, provisioner: Provisioner, request: NodeRequest, launched: InstanceType | None, round_: _Round
-    ) -> None:
-        """Replace the reservation of the largest option by the launched type's capacity."""
-        try:
-            limits = provisioner_limits(provisioner)
-        except ValueError:
-            return
-        if limits is None or launched is None:
-            return
-        largest = Resources(
-            {r: max(t.capacity.get(r) for t in request.instance_type_options) for r in limits}
-        )
-        usage = (
-            round_.usage.get(provisioner.name, Resources())
-            - largest
-            + Resources({r: launched.capacity.get(r) for r in limits})
-        )
-        round_.usage[provisioner.name] = usage
 
     def _launch_failed(
         self, provisioner: Provisioner, planned: PlannedNode, exc: BaseException | None, round_: _Round

@@ -1,10 +1,12 @@
-"""Concurrent launches: the round's limit accounting and results do not depend on which launch ends first.
+"""Concurrent launches: limit accounting and results do not depend on which launch ends first, nor on overlapping rounds.
 
 Launch threads return outcomes that the round merges on its own thread, in plan order. Here the
 fake cloud's creates block until the test releases them, in the reverse of the plan order, one
 at a time; a launch that hits insufficient capacity sends its pod to a second solve whose limit
-check sits exactly on the boundary: it sees the round's usage only if every reservation and
-every settlement of the first solve was counted (a lost update either way changes its answer).
+check sits exactly on the boundary: it sees the right usage only if every launch's reservation
+ended exactly once (with its Node written, or with its failure), a lost update either way
+changes its answer. A second round solving while the first one's launches run counts their
+reservations.
 """
 
 import threading
@@ -117,16 +119,18 @@ def check_round(cluster, creates, pods, round_, results):
     assert requested == {"p1": ["m5.xlarge", "m5.2xlarge"], "p2": ["m5.xlarge", "m5.2xlarge"], "p3": ["m5.xlarge"]}
     for key in (("p3", 0), ("p2", 0), ("p1", 0)):  # the reverse of the plan order
         creates.release(key)
-    # p1 and p3 launched m5.xlarge: usage 20 - 8 + 4 - 4 + 4 = 16; p2's 8 stay reserved. Its second
-    # solve has exactly 4 CPU of headroom: m5.xlarge only (a lost settlement leaves no headroom
-    # and fails it on the limit; a lost reservation leaves room for m5.2xlarge)
+    # p1 and p3 launched m5.xlarge: their Nodes count 4 + 4; p2's launch launched nothing, its 8 are
+    # free again. Its second solve has 12 CPU of headroom: both types (a reservation still counted
+    # beside its written Node makes the usage 20 and fails it on the limit; the failed launch's
+    # reservation kept leaves 4: m5.xlarge only)
     creates.release(("p2", 1))
     round_.join(WAIT)
     assert not round_.is_alive()
 
     (result,) = results
     assert result.failed == {} and result.unschedulable == {}
-    assert [t.name for t in creates.requests[("p2", 1)].instance_type_options] == ["m5.xlarge"]
+    assert [t.name for t in creates.requests[("p2", 1)].instance_type_options] == ["m5.xlarge", "m5.2xlarge"]
+    assert cluster.controller.ledger.reservations() == {}
     assert len(cluster.cloud.create_calls) == 3  # p2's first launch never reached the cloud
     assert cluster.api.events(reason="LimitExceeded") == []
     # merged in plan order on the round's thread, not in the order the launches ended
@@ -134,3 +138,35 @@ def check_round(cluster, creates, pods, round_, results):
     assert [launched.pod_uids for launched in result.launched] == [(uid["p1"],), (uid["p3"],), (uid["p2"],)]
     assert creates.finished == [("p3", 0), ("p2", 0), ("p1", 0), ("p2", 1)]
     assert len(cluster.nodes()) == 3
+
+
+def test_a_round_solving_while_another_round_launches_counts_its_reservations():
+    cluster = Cluster(provisioner=provisioner_with(limits_cpu=20))
+    cluster.controller.provisioner.solver = one_node_per_pod
+    creates = GatedCreates(cluster.cloud)
+    for name in ("p1", "p2"):
+        cluster.pending_pod(template=flexible_template("3"), name=name)
+    first = cluster.controller.begin()  # returns once its launches started
+    try:
+        creates.wait_blocked(2)  # p1 and p2 reserve 8 CPU each: 16 of 20
+        assert {launch for launch, _ in cluster.controller.ledger.reservations().values()} == {"default"}
+        for name in ("p3", "p4"):
+            cluster.pending_pod(template=flexible_template("3"), name=name)
+        # the second round solves now, while the first one's launches run (no Node written yet)
+        second = cluster.controller.begin()
+        creates.wait_blocked(3)
+        # 4 CPU left: p3 gets m5.xlarge only and takes them; p4 exceeds the limit
+        assert [t.name for t in creates.requests[("p3", 0)].instance_type_options] == ["m5.xlarge"]
+        assert ("p4", 0) not in creates.gates
+        for key in (("p1", 0), ("p2", 0), ("p3", 0)):
+            creates.release(key)
+        results = [first.result(WAIT), second.result(WAIT)]
+    finally:
+        creates.release_all()
+    assert [len(r.launched) for r in results] == [2, 1]
+    assert list(results[1].failed) == ["default/p4"]
+    assert results[1].failed["default/p4"].endswith("cpu resource usage of 20 exceeds limit of 20")
+    assert cluster.controller.ledger.reservations() == {}
+    # the Nodes now count instead: 3 x m5.xlarge = 12 CPU, so p4 fits on the next round
+    cluster.cloud.create = creates._create  # launches are no longer gated
+    assert len(cluster.controller.reconcile().launched) == 1

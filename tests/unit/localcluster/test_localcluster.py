@@ -13,7 +13,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from localcluster import cluster as cluster_module
 from localcluster import pki
-from localcluster.cluster import KWOK_STAGES, LocalCluster
+from localcluster.cluster import KWOK_CONFIG, KWOK_NODE_LEASE_SECONDS, KWOK_STAGES, NODE_MONITOR_GRACE, LocalCluster
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +113,15 @@ def test_webhook_configurations_get_loopback_urls_and_our_ca_bundle(
     assert urls == ["https://127.0.0.1:19443/mutate", "https://127.0.0.1:19443/validate"]
     assert all("service" not in d["webhooks"][0]["clientConfig"] for d in out)
     assert base64.b64decode(out[0]["webhooks"][0]["clientConfig"]["caBundle"]) == cluster_pki.ca.cert.read_bytes()
+
+
+def test_kwok_options_are_shipped_and_keep_leases_within_the_grace_period() -> None:
+    (config,) = [d for d in yaml.safe_load_all(KWOK_CONFIG.read_text()) if d]
+    assert config["kind"] == "KwokConfiguration"
+    assert config["options"]["nodeLeaseParallelism"] >= 16 and config["options"]["nodePlayStageParallelism"] >= 16
+    # kwok renews a lease every quarter of its duration: several renewals fit in the grace period
+    renewal = KWOK_NODE_LEASE_SECONDS / 4
+    assert int(NODE_MONITOR_GRACE.removesuffix("s")) >= 4 * renewal
 
 
 def test_kwok_stages_are_shipped() -> None:
