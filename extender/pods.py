@@ -11,9 +11,10 @@ apply.
 
 Node requirement alternatives follow ``nodeaffinity.GetRequiredNodeAffinity``: ``nodeSelector``
 AND any one of the required ``nodeSelectorTerms`` (terms with only ``matchFields`` select a node
-by name and constrain nothing we check). Preferred node affinity terms are read as the solver
-reads them (:func:`provisioner.scheduling.pods.preferred_node_terms`), one at a time: a term that
-cannot be read is left out.
+by name and constrain nothing we check; an empty term selects no node and is left out).
+Preferred node affinity terms are read as the solver reads them
+(:func:`provisioner.scheduling.pods.preferred_node_terms`), one at a time: a term that cannot be
+read is left out.
 """
 
 from __future__ import annotations
@@ -27,7 +28,12 @@ from provisioner.model import objects
 from provisioner.model.pods import is_daemonset_pod
 from provisioner.model.requirements import RequirementError, Requirements
 from provisioner.model.resources import Resources
-from provisioner.scheduling.pods import Toleration, effective_requests, preferred_node_terms
+from provisioner.scheduling.pods import (
+    Toleration,
+    effective_requests,
+    empty_node_selector_term,
+    preferred_node_terms,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +88,8 @@ def _alternatives(spec: Mapping[str, Any]) -> tuple[Requirements, ...]:
         "requiredDuringSchedulingIgnoredDuringExecution"))
     alternatives: list[Requirements] = []
     for term in _list(required.get("nodeSelectorTerms")):
+        if empty_node_selector_term(term):
+            continue  # selects no node (kube-scheduler's NodeAffinity filter)
         expressions = [
             e for e in _list(_map(term).get("matchExpressions"))
             if isinstance(e, Mapping) and "key" in e and str(e["key"]) not in wk.IGNORED_LABELS

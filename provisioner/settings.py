@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from provisioner.logging import FORMATS, LEVEL_NAMES, format_name, level_name
+from provisioner.model import labels as wk
 
 ENV_PREFIX = "GROUPLESS_"
 
@@ -204,6 +205,22 @@ def _parse_map(text: str) -> dict[str, str]:
     return result
 
 
+def _parse_node_labels(text: str) -> dict[str, str]:
+    """:func:`_parse_map`, refusing the labels the instance or the controller decides on every node.
+
+    Zone, instance type, architecture, operating system, capacity type, the provider's
+    ``karpenter.k8s.aws/instance-*`` labels, ``kubernetes.io/hostname`` and
+    ``karpenter.sh/provisioner-name`` (``provisioner.model.labels.WELL_KNOWN_REQUIREMENT_LABELS``)
+    come from the instance and the Provisioner: a setting would be overridden on some nodes and
+    not others.
+    """
+    labels = _parse_map(text)
+    decided = sorted(k for k in labels if wk.normalize_label_key(k) in wk.WELL_KNOWN_REQUIREMENT_LABELS)
+    if decided:
+        raise ValueError(f"{', '.join(decided)}: set by the instance or the Provisioner on every node, not a setting")
+    return labels
+
+
 def _choice(*allowed: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in allowed:
@@ -277,7 +294,8 @@ _OPTIONS: tuple[_Option, ...] = (
             "a Ready node's nominations expire this many seconds later"),
     _Option("gc_grace", ("gc_grace_seconds",), _parse_duration,
             "an instance with no Node for this many seconds is terminated"),
-    _Option("node_labels", ("nodes", "labels"), _parse_map, "extra labels for every launched node, k=v,k=v"),
+    _Option("node_labels", ("nodes", "labels"), _parse_node_labels,
+            "extra labels for every launched node, k=v,k=v (a key its Provisioner names is the Provisioner's)"),
     _Option("node_annotations", ("nodes", "annotations"), _parse_map,
             "extra annotations for every launched node, k=v,k=v"),
     _Option("log_level", ("logging", "level"), level_name, f"log level: {', '.join(LEVEL_NAMES)}"),
@@ -357,7 +375,7 @@ def _metavar(option: _Option) -> str:
         return "DURATION"
     if option.parse is _parse_bool:
         return "BOOL"
-    if option.parse is _parse_map:
+    if option.parse in (_parse_map, _parse_node_labels):
         return "K=V,..."
     return option.name.upper()
 

@@ -2,22 +2,27 @@
 
 Modelled on Karpenter's ``pkg/scheduling/requirement.go`` and ``requirements.go``, with one
 deliberate change: nothing here mutates. A :class:`Requirement` is a set of allowed values of
-one label key, stored as ``(complement, values, greater_than, less_than)``:
+one label key, stored as ``(complement, values, greater_than, less_than, exists)``:
 
-=================  ==========  ===========  =====================
-operator           complement  values       bounds
-=================  ==========  ===========  =====================
-``In [a, b]``      False       {a, b}       -
-``NotIn [a]``      True        {a}          -
-``Exists``         True        {}           -
-``DoesNotExist``   False       {}           -
-``Gt n``           True        {}           greater_than = n
-``Lt n``           True        {}           less_than = n
-=================  ==========  ===========  =====================
+=================  ==========  ===========  =====================  ======
+operator           complement  values       bounds                 exists
+=================  ==========  ===========  =====================  ======
+``In [a, b]``      False       {a, b}       -                      True
+``NotIn [a]``      True        {a}          -                      False
+``Exists``         True        {}           -                      True
+``DoesNotExist``   False       {}           -                      False
+``Gt n``           True        {}           greater_than = n       True
+``Lt n``           True        {}           less_than = n          True
+=================  ==========  ===========  =====================  ======
 
-so intersection is plain set algebra. Keys are normalised on input (deprecated aliases such as
+so intersection is plain set algebra. ``exists`` says whether a node must carry the label at
+all: kube's label selectors never let an absent label meet In, Exists, Gt or Lt, and an
+intersection needs the label when either side does (``Exists`` AND ``NotIn [a]`` is met only by
+a node carrying the label with another value; a value set that is empty although the label is
+needed is met by no node). Keys are normalised on input (deprecated aliases such as
 ``failure-domain.beta.kubernetes.io/zone`` become ``topology.kubernetes.io/zone``).
 :class:`Requirements` maps keys to requirements; ``a & b`` intersects key by key.
+:data:`NOTHING` is met by no node (what an empty ``nodeSelectorTerm`` selects).
 """
 
 from __future__ import annotations
@@ -36,9 +41,6 @@ DOES_NOT_EXIST = "DoesNotExist"
 GT = "Gt"
 LT = "Lt"
 OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT)
-#: Operators that need the label to be present: an empty intersection with one of these on
-#: either side cannot be met (NotIn and DoesNotExist are met by an absent label).
-POSITIVE_OPERATORS = frozenset({IN, EXISTS, GT, LT})
 
 
 class RequirementError(ValueError):
@@ -54,9 +56,11 @@ def _as_int(value: str) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class Requirement:
-    """The set of values allowed for one label key.
+    """The set of values allowed for one label key, and whether the label must be there at all.
 
-    Build with :meth:`of` (operator form) rather than the constructor.
+    Build with :meth:`of` (operator form) rather than the constructor. ``exists``: a node
+    without the label does not meet it (In, Exists, Gt, Lt, and any intersection with one of
+    them).
     """
 
     key: str
@@ -64,6 +68,7 @@ class Requirement:
     values: frozenset[str]
     greater_than: int | None = None
     less_than: int | None = None
+    exists: bool = False
 
     @classmethod
     def of(cls, key: str, operator: str, values: Iterable[str] = ()) -> Requirement:
@@ -75,11 +80,11 @@ class Requirement:
         key = normalize_label_key(key)
         vals = frozenset(str(v) for v in values)
         if operator == IN:
-            return cls(key, False, vals)
+            return cls(key, False, vals, exists=True)
         if operator == NOT_IN:
             return cls(key, True, vals)
         if operator == EXISTS:
-            return cls(key, True, frozenset())
+            return cls(key, True, frozenset(), exists=True)
         if operator == DOES_NOT_EXIST:
             return cls(key, False, frozenset())
         if operator in (GT, LT):
@@ -89,14 +94,18 @@ class Requirement:
                 )
             bound = int(next(iter(vals)))
             if operator == GT:
-                return cls(key, True, frozenset(), greater_than=bound)
-            return cls(key, True, frozenset(), less_than=bound)
+                return cls(key, True, frozenset(), greater_than=bound, exists=True)
+            return cls(key, True, frozenset(), less_than=bound, exists=True)
         raise RequirementError(f"operator {operator!r} for key {key} is not one of {', '.join(OPERATORS)}")
 
     # ---------------------------------------------------------------------------- queries
     @property
     def operator(self) -> str:
-        """The Kubernetes operator that describes this set (Gt/Lt when bounded)."""
+        """The Kubernetes operator that describes this set best (Gt/Lt when bounded).
+
+        A set no single operator describes (``Exists`` AND ``NotIn [a]``, ``Gt 3`` AND
+        ``NotIn [7]``) answers NotIn; :meth:`expressions` gives every operator it needs.
+        """
         if self.complement:
             if self.values:
                 return NOT_IN
@@ -104,8 +113,8 @@ class Requirement:
                 return GT
             if self.less_than is not None and self.greater_than is None:
                 return LT
-            return EXISTS
-        return IN if self.values else DOES_NOT_EXIST
+            return EXISTS if self.exists else NOT_IN
+        return IN if self.values or self.exists else DOES_NOT_EXIST
 
     def _within_bounds(self, value: str) -> bool:
         if self.greater_than is None and self.less_than is None:
@@ -135,16 +144,18 @@ class Requirement:
         """True when no value is allowed (DoesNotExist, or an empty intersection)."""
         return len(self) == 0
 
+    def infeasible(self) -> bool:
+        """True when no node meets this requirement: the label is needed and no value is allowed."""
+        return self.exists and self.is_empty()
+
     def allows_absent(self) -> bool:
         """True when a node without the label meets this requirement: NotIn and DoesNotExist.
 
-        In, Exists, Gt and Lt need the label (kube's ``labels.Selector``: a Gt or Lt with NotIn
-        values still needs a number to compare). An empty intersection of In sets reads as
-        DoesNotExist here; :meth:`Requirements.infeasible_keys` tells those apart.
+        In, Exists, Gt and Lt need the label, and so does any intersection with one of them
+        (kube's ``labels.Selector`` ANDs the expressions of a term: ``Exists`` AND ``NotIn [a]``
+        needs the label; a Gt or Lt with NotIn values still needs a number to compare).
         """
-        if self.greater_than is not None or self.less_than is not None:
-            return False
-        return self.complement == bool(self.values)
+        return not self.exists
 
     def any_value(self) -> str | None:
         """The smallest allowed value of a finite set; None for a complement set."""
@@ -157,6 +168,7 @@ class Requirement:
         """The values allowed by both (keys must match)."""
         greater = _max_opt(self.greater_than, other.greater_than)
         less = _min_opt(self.less_than, other.less_than)
+        exists = self.exists or other.exists
         if self.complement and other.complement:
             values = self.values | other.values
             complement = True
@@ -169,35 +181,51 @@ class Requirement:
         else:
             values = self.values & other.values
             complement = False
-        result = Requirement(self.key, complement, frozenset(values), greater, less)
+        result = Requirement(self.key, complement, frozenset(values), greater, less, exists)
         if not complement and (greater is not None or less is not None):
             result = Requirement(
-                self.key, False, frozenset(v for v in values if result._within_bounds(v)), greater, less
+                self.key, False, frozenset(v for v in values if result._within_bounds(v)), greater, less, exists
             )
         if greater is not None and less is not None and less - greater <= 1:
-            return Requirement(self.key, False, frozenset(), greater, less)
+            return Requirement(self.key, False, frozenset(), greater, less, exists)
         return result
 
-    def to_dict(self) -> dict[str, Any]:
-        """The NodeSelectorRequirement form ``{"key", "operator", "values"}``."""
-        operator = self.operator
-        if operator == GT:
-            return {"key": self.key, "operator": GT, "values": [str(self.greater_than)]}
-        if operator == LT:
-            return {"key": self.key, "operator": LT, "values": [str(self.less_than)]}
-        if operator in (EXISTS, DOES_NOT_EXIST):
-            return {"key": self.key, "operator": operator}
-        return {"key": self.key, "operator": operator, "values": sorted(self.values)}
+    def expressions(self) -> list[dict[str, Any]]:
+        """The NodeSelectorRequirements (``{"key", "operator", "values"}``) whose AND is this set.
+
+        One for a plain operator; ``Exists`` and ``NotIn``, or ``Gt``/``Lt`` and ``NotIn``, for
+        the sets an intersection makes; ``In []`` for a set no node meets.
+        """
+        key = self.key
+        if not self.complement:
+            if self.values or self.exists:
+                return [{"key": key, "operator": IN, "values": sorted(self.values)}]
+            return [{"key": key, "operator": DOES_NOT_EXIST}]
+        found: list[dict[str, Any]] = []
+        if self.greater_than is not None:
+            found.append({"key": key, "operator": GT, "values": [str(self.greater_than)]})
+        if self.less_than is not None:
+            found.append({"key": key, "operator": LT, "values": [str(self.less_than)]})
+        if self.exists and not found:
+            found.append({"key": key, "operator": EXISTS})
+        if self.values or not found:
+            found.append({"key": key, "operator": NOT_IN, "values": sorted(self.values)})
+        return found
 
     def __str__(self) -> str:
-        operator = self.operator
-        if operator in (EXISTS, DOES_NOT_EXIST):
-            return f"{self.key} {operator}"
-        if operator == GT:
-            return f"{self.key} Gt {self.greater_than}"
-        if operator == LT:
-            return f"{self.key} Lt {self.less_than}"
-        return f"{self.key} {operator} [{', '.join(sorted(self.values))}]"
+        if self.key == _NOTHING_KEY:
+            return "an empty nodeSelectorTerm (it selects no node)"
+        parts = []
+        for expression in self.expressions():
+            operator = expression["operator"]
+            values = expression.get("values")
+            if values is None:
+                parts.append(f"{self.key} {operator}")
+            elif operator in (GT, LT):
+                parts.append(f"{self.key} {operator} {values[0]}")
+            else:
+                parts.append(f"{self.key} {operator} [{', '.join(values)}]")
+        return " and ".join(parts)
 
 
 def _max_opt(a: int | None, b: int | None) -> int | None:
@@ -216,15 +244,6 @@ def _min_opt(a: int | None, b: int | None) -> int | None:
     return min(a, b)
 
 
-def _merge(existing: Requirement, incoming: Requirement, infeasible: set[str]) -> Requirement:
-    result = existing.intersection(incoming)
-    if result.is_empty() and (
-        existing.operator in POSITIVE_OPERATORS or incoming.operator in POSITIVE_OPERATORS
-    ):
-        infeasible.add(result.key)
-    return result
-
-
 class Requirements(Mapping[str, Requirement]):
     """An immutable map of label key to :class:`Requirement`; absent keys are unconstrained."""
 
@@ -232,16 +251,12 @@ class Requirements(Mapping[str, Requirement]):
 
     def __init__(self, requirements: Iterable[Requirement] = ()) -> None:
         by_key: dict[str, Requirement] = {}
-        infeasible: set[str] = set()
         for requirement in requirements:
             existing = by_key.get(requirement.key)
-            if existing is None:
-                by_key[requirement.key] = requirement
-            else:
-                by_key[requirement.key] = _merge(existing, requirement, infeasible)
+            by_key[requirement.key] = requirement if existing is None else existing.intersection(requirement)
         self._by_key = by_key
-        self._infeasible = frozenset(infeasible)
         self._hash: int | None = None
+        self._infeasible: tuple[str, ...] | None = None
 
     # ---------------------------------------------------------------------- constructors
     @classmethod
@@ -297,13 +312,11 @@ class Requirements(Mapping[str, Requirement]):
         if not self._by_key:
             return other
         merged = dict(self._by_key)
-        infeasible = set(self._infeasible | other._infeasible)
         for key, requirement in other._by_key.items():
             existing = merged.get(key)
-            merged[key] = requirement if existing is None else _merge(existing, requirement, infeasible)
+            merged[key] = requirement if existing is None else existing.intersection(requirement)
         result = Requirements()
         result._by_key = merged
-        result._infeasible = frozenset(infeasible)
         return result
 
     def with_requirement(self, requirement: Requirement) -> Requirements:
@@ -320,40 +333,41 @@ class Requirements(Mapping[str, Requirement]):
         return True if requirement is None else requirement.has(value)
 
     def infeasible_keys(self) -> tuple[str, ...]:
-        """Keys whose intersection is empty although an In/Exists/Gt/Lt asked for a value.
+        """Keys no node can meet: the label is needed (In, Exists, Gt, Lt) and no value is left.
 
         ``zone In [a] & zone In [b]`` is infeasible; ``zone NotIn [a] & zone DoesNotExist``
         is not (a node without the label meets both).
         """
-        return tuple(sorted(self._infeasible))
+        if self._infeasible is None:
+            self._infeasible = tuple(sorted(k for k, r in self._by_key.items() if r.infeasible()))
+        return self._infeasible
 
     def intersects(self, incoming: Requirements) -> str | None:
         """None when every shared key has a common value, else a reason naming key and sets.
 
         As Karpenter's ``Requirements.Intersects``: an empty intersection is still fine when
-        both sides are NotIn/DoesNotExist on that key.
+        neither side needs the label (both NotIn/DoesNotExist on that key).
         """
         for key in sorted(self._by_key.keys() & incoming._by_key.keys()):
             existing = self._by_key[key]
             wanted = incoming._by_key[key]
-            if existing.intersection(wanted).is_empty():
-                if wanted.operator in (NOT_IN, DOES_NOT_EXIST) and existing.operator in (NOT_IN, DOES_NOT_EXIST):
-                    continue
+            if existing.intersection(wanted).infeasible():
                 return f"key {key}, {wanted} not in {existing}"
         return None
 
     def compatible(self, incoming: Requirements, allow_undefined: frozenset[str] = frozenset()) -> str | None:
         """None when a node with these requirements can satisfy ``incoming``, else the reason.
 
-        As Karpenter's ``Requirements.Compatible``: a key ``incoming`` asks values of (In,
-        Exists, Gt, Lt) must be defined here unless it is in ``allow_undefined`` (the
+        As Karpenter's ``Requirements.Compatible``: ``incoming`` must be satisfiable at all (not
+        :data:`NOTHING`, no empty intersection that needs the label); a key it needs the label
+        of (In, Exists, Gt, Lt) must be defined here unless it is in ``allow_undefined`` (the
         well-known labels an instance type fills in at launch); then shared keys must intersect.
         """
+        for _, wanted in sorted(incoming._by_key.items()):
+            if wanted.infeasible():
+                return _unmeetable(wanted)
         for key in sorted(incoming._by_key.keys() - self._by_key.keys()):
-            if key in allow_undefined:
-                continue
-            operator = incoming._by_key[key].operator
-            if operator in (NOT_IN, DOES_NOT_EXIST):
+            if key in allow_undefined or incoming._by_key[key].allows_absent():
                 continue
             return f"label {key} does not have known values"
         return self.intersects(incoming)
@@ -363,12 +377,12 @@ class Requirements(Mapping[str, Requirement]):
 
         kube-scheduler's node selector term match (``component-helpers`` ``nodeaffinity``): a
         present label must be an allowed value; an absent one meets only NotIn and DoesNotExist
-        (:meth:`Requirement.allows_absent`); a key whose intersection is empty although an In,
-        Exists, Gt or Lt asked for a value is met by no node.
+        (:meth:`Requirement.allows_absent`); a key whose intersection is empty although the label
+        is needed is met by no node, nor is :data:`NOTHING`.
         """
         for key, requirement in self._by_key.items():
-            if key in self._infeasible:
-                return f"{requirement} cannot be met (an empty intersection)"
+            if requirement.infeasible():
+                return _unmeetable(requirement)
             value = labels.get(key)
             if value is None:
                 if not requirement.allows_absent():
@@ -387,7 +401,20 @@ class Requirements(Mapping[str, Requirement]):
 
     def to_list(self) -> list[dict[str, Any]]:
         """The NodeSelectorRequirement list, sorted by key."""
-        return [r.to_dict() for _, r in sorted(self._by_key.items())]
+        return [expression for _, r in sorted(self._by_key.items()) for expression in r.expressions()]
+
+
+def _unmeetable(requirement: Requirement) -> str:
+    """Why no node meets ``requirement`` (:meth:`Requirement.infeasible`)."""
+    if requirement.key == _NOTHING_KEY:
+        return f"{requirement} cannot be met"
+    return f"no value of {requirement.key} meets every requirement on it (an empty intersection)"
 
 
 EMPTY_REQUIREMENTS = Requirements()
+
+#: The key of :data:`NOTHING`'s one requirement: not a valid label key, so no node carries it.
+_NOTHING_KEY = "<nothing>"
+#: Requirements no node meets: kube's ``labels.Nothing()``, what a ``nodeSelectorTerm`` without
+#: ``matchExpressions`` and ``matchFields`` selects (``component-helpers`` ``nodeaffinity``).
+NOTHING = Requirements((Requirement(_NOTHING_KEY, False, frozenset(), exists=True),))

@@ -2,11 +2,15 @@
 
 A new node must have room for the DaemonSet pods that will land on it (DaemonSet overhead), so
 the solver treats each DaemonSet's pod template as a :class:`~provisioner.scheduling.pods.Pod`
-and counts it on a prospective node when the template tolerates the node's taints and its
-node selector / required node affinity matches the node's labels (Karpenter's
-``getDaemonOverhead``). The DaemonSet controller adds default tolerations to every pod it
-creates (``node.kubernetes.io/not-ready``, ``unreachable``, ``disk-pressure``, ...); they are
-added here too so a template is judged as its pods will be. Its pods go through admission, so
+and counts it on a prospective node when the template tolerates the node's NoSchedule and
+NoExecute taints and its node selector and required node affinity match the labels the node
+will carry, as the DaemonSet controller and kube-scheduler decide
+(:func:`provisioner.scheduling.solver.templates.daemonset_runs_on`; Karpenter's
+``getDaemonOverhead`` only asks whether the requirements could be compatible, and misses a
+DaemonSet requiring ``kubernetes.io/hostname`` or another label every node carries). The DaemonSet
+controller adds default tolerations to every pod it creates (``node.kubernetes.io/not-ready``,
+``unreachable``, ``disk-pressure``, ...); they are added here too so a template is judged as its
+pods will be. Its pods go through admission, so
 the namespace's LimitRange defaults size the template as they will size its pods: a DaemonSet
 without requests in a namespace with a LimitRange reserves the defaults, not nothing.
 """

@@ -11,7 +11,7 @@ pod and reads its constraints the same way kube-scheduler does:
 - a container that sets only ``limits`` gets ``requests = limits`` (what the API server's
   defaulting does, so manifests read from files size like admitted pods);
 - node selector, node affinity (required terms ORed, preferred terms by weight; ``matchFields``
-  on ``metadata.name`` read as the hostname label), tolerations,
+  on ``metadata.name`` read as the hostname label; an empty term selects no node), tolerations,
   topology spread constraints, pod (anti-)affinity, host ports.
 
 Malformed input raises :class:`ValueError` naming the field and value.
@@ -27,7 +27,7 @@ from provisioner.model import labels as wk
 from provisioner.model import objects
 from provisioner.model.pods import TERMINAL_PHASES
 from provisioner.model.quantity import QuantityError, parse_quantity
-from provisioner.model.requirements import RequirementError, Requirements
+from provisioner.model.requirements import NOTHING, RequirementError, Requirements
 from provisioner.model.resources import PODS, Resources
 from provisioner.model.taints import Taint
 
@@ -212,7 +212,8 @@ class Pod:
 
     ``requests`` is kube-scheduler's effective request (init containers, sidecars, overhead,
     ``pods: 1``). ``required_node_affinity`` holds the ORed ``nodeSelectorTerms`` (empty: no
-    required affinity); ``preferred_node_affinity`` the weighted terms, heaviest first.
+    required affinity; :data:`~provisioner.model.requirements.NOTHING` alone when every term is
+    empty: :func:`required_node_terms`); ``preferred_node_affinity`` the weighted terms, heaviest first.
     ``volume_requirements`` are ANDed with everything else (bound PV node affinity, the
     StorageClass's allowedTopologies for unbound claims).
     """
@@ -386,6 +387,27 @@ def _node_selector_terms(terms: Any, where: str) -> tuple[Requirements, ...]:
     return tuple(result)
 
 
+def required_node_terms(selector: Any, where: str) -> tuple[Requirements, ...]:
+    """A required node affinity (a ``NodeSelector``: ``where``) as its ORed terms; ``()`` when not set.
+
+    As kube-scheduler reads it (``nodeaffinity.NewLazyErrorNodeSelector``): a term without
+    ``matchExpressions`` and ``matchFields`` selects no node and is left out; a selector left
+    with no term selects none (:data:`~provisioner.model.requirements.NOTHING`), so such a pod
+    is never bound. Raises ValueError naming the field of a malformed term.
+    """
+    if selector is None:
+        return ()
+    terms = _list(_map(selector, where).get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")
+    parsed = _node_selector_terms(terms, f"{where}.nodeSelectorTerms")
+    kept = tuple(term for term, raw in zip(parsed, terms, strict=True) if not empty_node_selector_term(raw))
+    return kept or (NOTHING,)
+
+
+def empty_node_selector_term(term: Any) -> bool:
+    """A ``nodeSelectorTerm`` with neither ``matchExpressions`` nor ``matchFields`` (``isEmptyNodeSelectorTerm``)."""
+    return not (isinstance(term, Mapping) and (term.get("matchExpressions") or term.get("matchFields")))
+
+
 def preferred_node_terms(items: Any, where: str) -> tuple[tuple[int, Requirements], ...]:
     """``preferredDuringSchedulingIgnoredDuringExecution`` of a node affinity as ``(weight, term)``, heaviest first.
 
@@ -402,7 +424,7 @@ def preferred_node_terms(items: Any, where: str) -> tuple[tuple[int, Requirement
             weight = int(item_map.get("weight") or 0)
         except (TypeError, ValueError) as error:
             raise ValueError(f"{where}[{i}].weight: not an integer: {item_map.get('weight')!r}") from error
-        if weight == 0 or not (preference.get("matchExpressions") or preference.get("matchFields")):
+        if weight == 0 or empty_node_selector_term(preference):
             continue
         preferred.append((weight, terms[0]))
     preferred.sort(key=lambda wr: -wr[0])
@@ -515,11 +537,8 @@ def pod_from_manifest(obj: Mapping[str, Any], volume_requirements: Sequence[Requ
     labels = _str_map(metadata.get("labels"), "metadata.labels")
     affinity = _map(spec.get("affinity"), "spec.affinity")
     node_affinity = _map(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
-    required = _map(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
-                    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
-    required_terms = _node_selector_terms(
-        required.get("nodeSelectorTerms"),
-        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms")
+    required_terms = required_node_terms(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                                         "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
     preferred = preferred_node_terms(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"),
                                      "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution")
 

@@ -1,15 +1,18 @@
 """What a Provisioner means to the solver: its requirements, taints, limits and order.
 
-A Provisioner's nodes carry its labels and ``karpenter.sh/provisioner-name``, so those act as
-``In [v]`` requirements (a pod selecting on them lands on that Provisioner's nodes). The
-region labels are dropped (a cluster lives in one region, v0.6.3). Provisioners are tried by
+A Provisioner's nodes carry its labels and ``karpenter.sh/provisioner-name``, and the labels the
+controller's settings put on every node it launches (``--node-labels``) on keys the Provisioner
+does not name (:func:`provisioner_node_labels`: the one rule the solver's templates, the node
+request and the Node object all read), so those act as ``In [v]`` requirements (a pod selecting
+on them lands on that Provisioner's nodes). The region labels are dropped (a cluster lives in
+one region, v0.6.3). Provisioners are tried by
 ``weight`` descending, then by name (Karpenter v0.16+; v0.6.3 used the name alone).
 ``startupTaints`` are not scheduling constraints (they go away once the node is initialised).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from provisioner.api.types import Provisioner
 from provisioner.model import labels as wk
@@ -19,11 +22,27 @@ from provisioner.model.resources import Resources
 from provisioner.model.taints import Taint
 
 
-def provisioner_requirements(p: Provisioner) -> Requirements:
-    """``spec.requirements`` ∩ ``labels`` as ``In [v]`` ∩ ``karpenter.sh/provisioner-name In [name]``.
+def provisioner_node_labels(p: Provisioner, extra: Mapping[str, str]) -> dict[str, str]:
+    """The labels every node launched for ``p`` carries, whatever its pods and instance type.
 
-    Raises ValueError naming the Provisioner for an invalid operator (validation should have
-    refused it already).
+    ``extra`` (the controller's ``nodes.labels`` setting) on the keys ``p``'s requirements and
+    labels do not name (a Provisioner is never overridden by a setting), then ``p``'s
+    ``labels`` and ``karpenter.sh/provisioner-name``. Keys in ``extra`` are normalised
+    (deprecated aliases) as the requirements' are.
+    """
+    named = {wk.normalize_label_key(r.key) for r in p.spec.requirements} | p.labels_with_name.keys()
+    labels = {key: value for key, value in ((wk.normalize_label_key(k), v) for k, v in extra.items())
+              if key not in named}
+    labels.update(p.labels_with_name)
+    return labels
+
+
+def provisioner_requirements(p: Provisioner, extra: Mapping[str, str] | None = None) -> Requirements:
+    """``spec.requirements`` ∩ each of :func:`provisioner_node_labels` as ``In [v]``.
+
+    ``extra``: the controller's labels for every node it launches (none by default). Raises
+    ValueError naming the Provisioner for an invalid operator (validation should have refused
+    it already).
     """
     try:
         reqs = Requirements(
@@ -33,7 +52,7 @@ def provisioner_requirements(p: Provisioner) -> Requirements:
         )
     except RequirementError as error:
         raise ValueError(f"provisioner {p.name}: spec.requirements: {error}") from error
-    return reqs & Requirements.from_labels(p.labels_with_name)
+    return reqs & Requirements.from_labels(provisioner_node_labels(p, extra or {}))
 
 
 def provisioner_taints(p: Provisioner) -> tuple[Taint, ...]:

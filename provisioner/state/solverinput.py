@@ -260,6 +260,7 @@ def build_solver_input(
     reserved: Mapping[str, Resources] | None = None,
     exclude: Collection[str] = (),
     provisioners: Mapping[str, Provisioner] | None = None,
+    node_labels: Mapping[str, str] | None = None,
 ) -> BuiltInput:
     """The solver input for ``pods`` over ``snapshot`` and its node views (see the module docstring).
 
@@ -271,7 +272,8 @@ def build_solver_input(
     ``now``: epoch seconds (which nominations hold). ``written``, ``launching`` (Provisioner name
     -> room its running launches reserve), ``reserved`` (node name -> room promised there),
     ``exclude`` (node names): the controller's own knowledge.
-    ``provisioners``: default :func:`active_provisioners`.
+    ``provisioners``: default :func:`active_provisioners`. ``node_labels``: the labels the
+    controller puts on every node it launches (its ``nodes.labels`` setting; none by default).
     """
     read = pods if isinstance(pods, ReadPods) else read_pods(snapshot, pods)
     solver_pods = list(read.pods)
@@ -298,6 +300,7 @@ def build_solver_input(
             nodes=candidate_nodes(solver_nodes, solver_pods),
             daemonsets=daemonsets,
             provisioner_usage=provisioner_usage(views, launching),
+            node_labels=dict(node_labels or {}),
         ),
         refused=tuple(refused),
     )

@@ -41,12 +41,14 @@ class SolverInputs:
     ``views``: the cluster state cache's :attr:`~provisioner.state.cluster.ClusterState.node_views`
     (the one cache of decoded nodes). Reads the ledger for the controller's own writes, promised
     room and pods in flight; records ``InstanceTypesUnavailable`` on a Provisioner whose
-    instance types cannot be fetched.
+    instance types cannot be fetched. ``node_labels``: the settings' labels for every node it
+    launches (the solver's templates carry them).
     """
 
     def __init__(self, clock: Clock, cloud: CloudProvider, ledger: InFlightLedger, recorder: EventRecorder,
-                 views: NodeViews) -> None:
+                 views: NodeViews, node_labels: Mapping[str, str] | None = None) -> None:
         self.clock = clock
+        self.node_labels = dict(node_labels or {})
         self.cloud = cloud
         self.ledger = ledger
         self.recorder = recorder
@@ -103,6 +105,7 @@ class SolverInputs:
             snapshot, views, pods if isinstance(pods, ReadPods) else list(pods), instance_types,
             now=self.clock.now(), written=written, launching=writes.launching,
             reserved=self.ledger.reserved(merged(views, written), snapshot), exclude=exclude, provisioners=provisioners,
+            node_labels=self.node_labels,
         )
         for refused in built.refused:
             if refused.kind == "Node":

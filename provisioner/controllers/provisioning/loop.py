@@ -96,7 +96,7 @@ class ProvisioningController:
             recorder,
             self.settings,
             self.ledger,
-            SolverInputs(clock, self.cloud, self.ledger, recorder, state.node_views),
+            SolverInputs(clock, self.cloud, self.ledger, recorder, state.node_views, self.settings.nodes.labels),
             self.launcher,
             solver,
             snapshot=state.snapshot,

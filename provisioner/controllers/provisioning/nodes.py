@@ -23,6 +23,7 @@ from provisioner.model import labels as wk
 from provisioner.model.quantity import to_wire_resource_list
 from provisioner.model.taints import Taint
 from provisioner.scheduling.instancetypes import InstanceType
+from provisioner.scheduling.provisioners import provisioner_node_labels
 
 
 def node_request_id(
@@ -78,13 +79,15 @@ def node_labels(
     planned_labels: Mapping[str, str],
     extra: Mapping[str, str],
 ) -> dict[str, str]:
-    """Provisioner labels + ``provisioner-name`` + the plan's single-valued labels + well-known labels of the instance + extras.
+    """The plan's labels, then the Provisioner's, then the instance's.
 
-    The instance's facts (zone, instance type, arch, os, capacity type) win over the plan's.
+    The Provisioner's: :func:`~provisioner.scheduling.provisioners.provisioner_node_labels` (its
+    labels, ``provisioner-name`` and the settings' ``extra`` on keys it does not name). The
+    instance's facts (zone, instance type, arch, os, capacity type, its type's labels) win over
+    the plan's; ``kubernetes.io/hostname`` is the machine's name.
     """
-    labels: dict[str, str] = dict(extra)
-    labels.update(planned_labels)
-    labels.update(provisioner.labels_with_name)
+    labels: dict[str, str] = dict(planned_labels)
+    labels.update(provisioner_node_labels(provisioner, extra))
     if instance_type is not None:
         labels.update(
             {wk.INSTANCE_TYPE: instance_type.name, wk.ARCH: instance_type.arch, wk.OS: instance_type.os}

@@ -86,7 +86,7 @@ from provisioner.model.quantity import format_quantity
 from provisioner.model.resources import Resources
 from provisioner.scheduling.nodes import ClusterNode
 from provisioner.scheduling.pods import Pod, pod_requests
-from provisioner.scheduling.provisioners import provisioner_limits
+from provisioner.scheduling.provisioners import provisioner_limits, provisioner_node_labels
 from provisioner.scheduling.solver import Plan, PlannedNode, SolverInput
 from provisioner.settings import ProvisioningSettings
 from provisioner.state.cluster import Snapshot
@@ -522,9 +522,8 @@ class NodeProvisioner:
             round_.usage[provisioner.name] = usage + largest
         else:
             largest = None
-        labels = dict(self.settings.nodes.labels)
-        labels.update(planned.labels)
-        labels.update(provisioner.labels_with_name)
+        labels = dict(planned.labels)
+        labels.update(provisioner_node_labels(provisioner, self.settings.nodes.labels))
         salt = "replace:" + ",".join(sorted(round_.exclude)) if round_.exclude else ""
         displaced_from = self.ledger.displaced_from(p.uid for p in planned.pods)
         if displaced_from:  # a new node, not the full one launched for these pods before

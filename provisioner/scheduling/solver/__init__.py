@@ -16,8 +16,10 @@ checked once per batch, topology always hard); the modules mirror its files:
 * :mod:`.existing` (``existingnode.go``), :mod:`.planned` (``nodeclaim.go``),
   :mod:`.templates` (``nodeclaimtemplate.go``): each pod is tried on existing nodes first, as
   kube-scheduler would bind it: among the nodes that meet its required constraints and have
-  room, an initialised one before an in-flight one, then the highest preferred node affinity
-  score (the sum of the weights of the terms the node's labels meet), then by name. Then on
+  room (its preferences never keep it off one), an initialised one before an in-flight one,
+  then the highest score of kube-scheduler's plugins for its preferences (:mod:`.scores`:
+  TaintToleration, NodeAffinity, InterPodAffinity, with their default weights), then by
+  name. Then on
   the new nodes planned so far (in the order they were opened: the first that takes it, unless
   one of the next few takes it for less), and on a new node of the first Provisioner
   (``weight`` desc, then name) whose requirements, taints, limits and instance types can take
@@ -36,7 +38,8 @@ checked once per batch, topology always hard); the modules mirror its files:
   finished plan for new ones, whatever order they register in. When a workload alone on new
   nodes leant on counts the finished plan does not keep, the input is solved again (at most
   :data:`~.solve.MAX_SOLVES` times in all).
-* :mod:`.preferences` (``preferences.go``): new nodes hold a pod's preferences as if required,
+* :mod:`.preferences` (``preferences.go``): existing nodes take a pod by its required
+  constraints alone; new nodes hold a pod's preferences as if required,
   preferred node affinity as the set of terms with the highest total weight a new node can
   meet. When a pod fits nowhere, one preference is relaxed (preferred pod affinity, preferred
   pod anti-affinity, the next set of preferred node affinity terms by total weight, ScheduleAnyway

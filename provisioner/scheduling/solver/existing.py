@@ -1,8 +1,10 @@
 """Existing and in-flight nodes as places for pending pods (Karpenter's ``existingnode.go``).
 
 Pods are tried on existing nodes before any planned node: initialised nodes first, then
-in-flight ones, each group by name. A node marked for deletion takes no pod. An in-flight node's
-ephemeral taints (:data:`provisioner.model.taints.EPHEMERAL_TAINT_KEYS`) and its Provisioner's
+in-flight ones, each group by name. A node takes a pod by the pod's required constraints alone
+(kube-scheduler filters on nothing else); which of the nodes that take it the pod goes to is
+:mod:`provisioner.scheduling.solver.scores`' answer. A node marked for deletion takes no pod.
+An in-flight node's ephemeral taints (:data:`provisioner.model.taints.EPHEMERAL_TAINT_KEYS`) and its Provisioner's
 startup taints are ignored: they go away once it is initialised (Karpenter's
 ``StateNode.Taints``). A node's labels decide its requirements and topology domains.
 """
@@ -79,11 +81,15 @@ class ExistingNode:
 
     def can_add(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternatives: list[Requirements],
                 topology: Topology, memo: Memo) -> ExistingFit | ExistingRefusal:
-        """Whether the node takes ``queued`` now (its room, taints, host ports, labels, topology)."""
+        """Whether the node takes ``queued`` now, by the pod's required constraints alone.
+
+        Its room, host ports, NoSchedule and NoExecute taints, labels (``alternatives``) and
+        topology; preferences are only scored (:mod:`~provisioner.scheduling.solver.scores`).
+        """
         pod = queued.pod
         if not fits(plus(self.requested, queued.requests), self.allocatable):
             return ExistingRefusal.NO_ROOM
-        if tolerates_all(pod.tolerations, self.taints, queued.relaxation.prefer_no_schedule) is not None:
+        if tolerates_all(pod.tolerations, self.taints) is not None:
             return ExistingRefusal.UNTOLERATED_TAINT
         if any(hp.conflicts(other) for hp in pod.host_ports for other in self.host_ports):
             return ExistingRefusal.HOST_PORT_IN_USE

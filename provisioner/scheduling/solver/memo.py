@@ -54,8 +54,8 @@ class Memo:
       only while both are the very objects it stores.
     * ``existing_compatibility``: (existing node index, alternative) -> whether the node's
       labels meet the alternative.
-    * ``existing_scores``: (existing node index, shape) -> the node's preferred node affinity
-      score for such a pod.
+    * ``existing_scores``: (existing node index, shape) -> the node's raw NodeAffinity and
+      TaintToleration scores for such a pod (:mod:`~provisioner.scheduling.solver.scores`).
     * ``shapes``: what identical pods share -> their :class:`PodShape`.
     * ``constraints``: (shape, relaxation) -> the pod's active topology constraints and the
       ways a new node may take it (its requirement alternatives with the preferred terms held).
@@ -95,7 +95,7 @@ class Memo:
     narrowed: dict[tuple[OpenNode, Requirements],
                    tuple[Options, Requirements, tuple[Requirements, Options] | str]] = field(default_factory=dict)
     existing_compatibility: dict[tuple[int, Requirements], bool] = field(default_factory=dict)
-    existing_scores: dict[tuple[int, PodShape], int] = field(default_factory=dict)
+    existing_scores: dict[tuple[int, object], tuple[int, int]] = field(default_factory=dict)
     shapes: dict[tuple[Any, ...], PodShape] = field(default_factory=dict)
     constraints: dict[tuple[PodShape, Relaxation],
                       tuple[list[TopologyConstraint], list[Alternative]]] = field(default_factory=dict)

@@ -5,10 +5,12 @@ required constraints, and preferences only score those nodes. The solver follows
 two kinds of node:
 
 * **Existing and in-flight nodes** (:func:`required_alternatives`): a pod goes to one only by its
-  required constraints, and among those that take it, to the one with the highest preferred
-  node affinity score (the NodeAffinity plugin's sum of the weights of the terms a node's labels
-  meet: :func:`provisioner.scheduling.pods.node_affinity_score`). A pod an existing node can
-  take never gets a new node for a preference.
+  required constraints (node selector, required node affinity, NoSchedule and NoExecute taints,
+  DoNotSchedule spread, required pod affinity and anti-affinity); preferred node affinity,
+  preferred pod affinity and anti-affinity, ScheduleAnyway spread and PreferNoSchedule taints
+  never keep it off one. Among those that take it, it goes to the one kube-scheduler's scores
+  for its preferences rank highest (:mod:`provisioner.scheduling.solver.scores`). A pod an
+  existing node can take never gets a new node for a preference.
 * **New nodes** are shaped by the preferences (Karpenter's ``preferences.go``): preferred pod
   affinity and anti-affinity terms, ScheduleAnyway topology spread, PreferNoSchedule taints and
   a set of preferred node affinity terms are held as if required. When the pod fits nowhere, one

@@ -15,7 +15,7 @@ from provisioner.model.requirements import IN, Requirement, Requirements
 from provisioner.model.resources import CPU, MEMORY, PODS, Resources
 from provisioner.scheduling.instancetypes import InstanceType, Offering
 from provisioner.scheduling.nodes import ClusterNode
-from provisioner.scheduling.pods import Pod, node_affinity_score, tolerates_all
+from provisioner.scheduling.pods import PREFER_NO_SCHEDULE, Pod, tolerates_all
 from provisioner.scheduling.solver.existing import ExistingFit, ExistingNode, existing_nodes
 from provisioner.scheduling.solver.memo import Memo
 from provisioner.scheduling.solver.planned import PERMANENT, Candidate, OpenNode, open_node
@@ -28,6 +28,7 @@ from provisioner.scheduling.solver.preferences import (
 )
 from provisioner.scheduling.solver.pricing import launch_options
 from provisioner.scheduling.solver.queue import PodQueue, PodShape, QueuedPod, shape_of
+from provisioner.scheduling.solver.scores import NodeScorer, scorer
 from provisioner.scheduling.solver.templates import (
     NodeTemplate,
     build_templates,
@@ -35,7 +36,14 @@ from provisioner.scheduling.solver.templates import (
     offerings,
     options_for,
 )
-from provisioner.scheduling.solver.topology import Even, Topology, TopologyConstraint, ViewKey
+from provisioner.scheduling.solver.topology import (
+    AFFINITY,
+    ANTI_AFFINITY,
+    Even,
+    Topology,
+    TopologyConstraint,
+    ViewKey,
+)
 from provisioner.scheduling.solver.vectors import Dimensions
 
 #: After a first fit, how many further planned nodes are tried for one that holds the pod in
@@ -53,7 +61,9 @@ class SolverInput:
     ``instance_types`` maps a Provisioner name to its instance types (with offerings and
     prices). ``provisioner_usage`` is the capacity already counted against each
     Provisioner's limits (its existing and in-flight nodes). ``zones`` maps a Provisioner name
-    to the zones its subnets cover (None: no restriction beyond the offerings).
+    to the zones its subnets cover (None: no restriction beyond the offerings). ``node_labels``:
+    the labels the controller puts on every node it launches, on keys a Provisioner does not
+    name (:func:`~provisioner.scheduling.provisioners.provisioner_node_labels`).
     """
 
     pods: Sequence[Pod]
@@ -63,6 +73,7 @@ class SolverInput:
     daemonsets: Sequence[Pod] = ()
     provisioner_usage: Mapping[str, Resources] = field(default_factory=dict)
     zones: Mapping[str, frozenset[str]] | None = None
+    node_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -154,8 +165,9 @@ class _Solver:
         self.memo = Memo()
         self.templates: list[NodeTemplate] = build_templates(
             self.memo, self.dimensions, given.provisioners, given.instance_types, given.daemonsets,
-            given.provisioner_usage, given.zones)
+            given.provisioner_usage, given.zones, given.node_labels)
         self.existing = existing_nodes(given.nodes, given.provisioners, self.dimensions)
+        self.prefer_no_schedule = any(t.effect == PREFER_NO_SCHEDULE for n in self.existing for t in n.taints)
         self.new_nodes: list[OpenNode] = []
         self.topology = Topology(self.templates, self.existing, self.new_nodes,
                                  [p for p in given.pods if _pending(p)], self.memo, learnt)
@@ -243,36 +255,39 @@ class _Solver:
     def _existing_node(self, queued: QueuedPod, constraints: list[TopologyConstraint]) -> ExistingNode | None:
         """The existing node kube-scheduler would bind ``queued`` to, of those that take it now; None when none does.
 
-        Nodes are judged by the pod's required constraints alone (``PodShape.required``): an
-        initialised node before an in-flight one (kube-scheduler binds to the Ready nodes it
-        has), then the highest preferred node affinity score
-        (:func:`~provisioner.scheduling.pods.node_affinity_score`), then the order tried. The
-        scan stops at the first node that takes the pod when it has no preferred node affinity
-        term, or that meets all of them.
+        Nodes are judged by the pod's required constraints alone (``PodShape.required``, the
+        DoNotSchedule spread and required pod (anti-)affinity among ``constraints``,
+        NoSchedule and NoExecute taints): an initialised node before an in-flight one
+        (kube-scheduler binds to the Ready nodes it has), then the highest score of the plugins
+        that score the pod's preferences (:mod:`~provisioner.scheduling.solver.scores`), then
+        the order tried. The scan stops at the first node that takes the pod when nothing
+        distinguishes the nodes, or at the first no node can outscore.
         """
-        pod, shape, memo = queued.pod, queued.shape, self.memo
-        terms = pod.preferred_node_affinity
-        top = sum(weight for weight, _ in terms)
-        best: ExistingNode | None = None
-        best_score = -1
+        shape, memo = queued.shape, self.memo
+        scores: NodeScorer | None = None
+        taking: list[ExistingNode] = []
         for node in self.existing:
-            if best is not None and node.cluster_node.in_flight and not best.cluster_node.in_flight:
+            if taking and node.cluster_node.in_flight and not taking[0].cluster_node.in_flight:
                 break
             fit = node.can_add(queued, constraints, shape.required, self.topology, memo)
             if not isinstance(fit, ExistingFit):
                 continue
-            if not terms:
+            if not taking:
+                scores = self._scorer(queued)
+            if scores is None or scores.perfect(node, memo):
                 return node
-            key = (node.index, shape)
-            score = memo.existing_scores.get(key)
-            if score is None:
-                score = node_affinity_score(terms, node.labels)
-                memo.existing_scores[key] = score
-            if score > best_score:
-                best, best_score = node, score
-                if score == top:
-                    break
-        return best
+            taking.append(node)
+        if scores is None:
+            return None
+        return scores.best(taking, memo)
+
+    def _scorer(self, queued: QueuedPod) -> NodeScorer | None:
+        """How existing nodes score for ``queued`` (:func:`~provisioner.scheduling.solver.scores.scorer`)."""
+        pod = queued.pod
+        affinity = tuple((t.weight or 0, self.topology.term_group(AFFINITY, t)) for t in pod.preferred_pod_affinity)
+        affinity += tuple((-(t.weight or 0), self.topology.term_group(ANTI_AFFINITY, t))
+                          for t in pod.preferred_pod_anti_affinity)
+        return scorer(pod, queued.shape, affinity, self.prefer_no_schedule)
 
     def _place_on_planned(self, queued: QueuedPod, constraints: list[TopologyConstraint],
                           alternatives: list[Alternative]) -> bool:

@@ -18,12 +18,18 @@ node launched for a plan carries (``provisioner.controllers.provisioning.nodes.n
   (Karpenter gets the same from instance types that list such keys as DoesNotExist);
 * ``kubernetes.io/hostname``, the node's name, unknown before launch: Exists and NotIn are met,
   In, Gt, Lt and DoesNotExist are not;
-* the Provisioner's ``labels`` and ``karpenter.sh/provisioner-name``;
+* the Provisioner's ``labels`` and ``karpenter.sh/provisioner-name``, and the controller's
+  settings' labels for every node on keys the Provisioner does not name
+  (:func:`provisioner.scheduling.provisioners.provisioner_node_labels`, which the Node builder
+  reads too);
 * every other key the node's requirements (the Provisioner's, narrowed by its pods) give a finite
   set of values: the smallest of them (:meth:`NodeTemplate.launch_labels`; Karpenter labels a
   NodeClaim with one value of each such requirement too). A key left open (Exists, NotIn, Gt,
   Lt) is not carried, so a pod's In, Exists, Gt or Lt on it is not met
   (:func:`unmet_at_launch`).
+
+The same labels decide DaemonSet overhead: a DaemonSet's pod is counted on a node of a type when
+kube-scheduler would run it there (:func:`daemonset_runs_on`).
 """
 
 from __future__ import annotations
@@ -35,13 +41,14 @@ from operator import le
 from provisioner.api.types import Provisioner, Taint
 from provisioner.model import labels as wk
 from provisioner.model.quantity import format_quantity
-from provisioner.model.requirements import EXISTS, IN, NOT_IN, Requirement, Requirements
+from provisioner.model.requirements import IN, Requirement, Requirements
 from provisioner.model.resources import Resources
 from provisioner.scheduling.instancetypes import InstanceType, Offering
 from provisioner.scheduling.pods import HostPort, Pod, tolerates_all
 from provisioner.scheduling.provisioners import (
     order_provisioners,
     provisioner_limits,
+    provisioner_node_labels,
     provisioner_requirements,
     provisioner_taints,
 )
@@ -51,8 +58,6 @@ from provisioner.scheduling.solver.vectors import Dimensions, Vector, minus
 #: Keys an instance type or offering fills in at launch: a pod may ask for them even when the
 #: Provisioner does not mention them.
 LAUNCH_KEYS = frozenset({wk.ZONE, wk.INSTANCE_TYPE, wk.ARCH, wk.OS, wk.CAPACITY_TYPE})
-#: The operators a node's name meets before it is known (it exists, and it is a new name).
-_HOSTNAME_OPERATORS = frozenset({EXISTS, NOT_IN})
 
 
 @dataclass(eq=False, slots=True)
@@ -226,7 +231,7 @@ def unmet_at_launch(template: NodeTemplate, requirements: Requirements, alternat
         if key in template.type_keys:
             continue
         if key == wk.HOSTNAME:
-            if wanted.operator in _HOSTNAME_OPERATORS:
+            if hostname_met(wanted):
                 continue
             return f"label {key} of a new node is its name, not known before launch: {wanted} cannot be met"
         if wanted.allows_absent():
@@ -235,6 +240,15 @@ def unmet_at_launch(template: NodeTemplate, requirements: Requirements, alternat
         if carried.complement or not carried.values:
             return f"label {key} would not be on a new node: {carried} gives it no value"
     return None
+
+
+def hostname_met(wanted: Requirement) -> bool:
+    """Whether a new node's ``kubernetes.io/hostname``, its name, meets ``wanted`` before the name is known.
+
+    The label is there and its value is a new name: Exists and NotIn are met (and both
+    together); In, Gt, Lt and DoesNotExist are not.
+    """
+    return wanted.complement and wanted.greater_than is None and wanted.less_than is None
 
 
 def option_domains(memo: Memo, option: TypeOption, requirements: Requirements, key: str) -> set[str]:
@@ -267,11 +281,46 @@ def without_port_conflicts(options: list[TypeOption], ports: tuple[HostPort, ...
 
 
 # --------------------------------------------------------------------------- building
-def daemonset_runs_on(daemonset: Pod, node_requirements: Requirements) -> bool:
-    """True when ``daemonset``'s node selector and required node affinity allow such a node."""
-    base = Requirements.from_labels(daemonset.node_selector)
-    terms = daemonset.required_node_affinity or (Requirements(),)
-    return any(node_requirements.compatible(base & term, LAUNCH_KEYS) is None for term in terms)
+def daemonset_runs_on(daemonset: Pod, requirements: Requirements, instance_type: InstanceType,
+                      absent_keys: frozenset[str]) -> bool:
+    """Whether ``daemonset``'s pod may run on a new node of a template with ``requirements``, of ``instance_type``.
+
+    kube-scheduler, and the DaemonSet controller before it (``NodeShouldRunDaemonPod``), match
+    the pod's node selector AND one of its required node affinity terms
+    (``GetRequiredNodeAffinity``) against the Node's labels; its taints are checked apart. The
+    labels are those the node is launched with (module docstring): one term is met when each
+    of its keys may carry a value it allows, or may be absent where it allows that
+    (:func:`_may_meet`). Exact for every label fixed before pods join (the hostname, the
+    Provisioner's and the settings' labels, the instance type's own); for a label pods or the
+    launch still decide (the zone and capacity type among the type's offerings, a key the
+    Provisioner leaves open), the DaemonSet counts when some outcome runs it: the overhead is
+    then reserved on a node it may skip, never missing on one it runs on.
+    """
+    return any(all(_may_meet(key, wanted, requirements, instance_type, absent_keys) for key, wanted in alternative.items())
+               for alternative in daemonset.required_affinity)
+
+
+def _may_meet(key: str, wanted: Requirement, requirements: Requirements, instance_type: InstanceType,
+              absent_keys: frozenset[str]) -> bool:
+    """Whether label ``key`` of a new node of ``instance_type`` under ``requirements`` may meet ``wanted``."""
+    if wanted.infeasible():
+        return False
+    if key == wk.HOSTNAME:
+        return hostname_met(wanted)
+    carried = instance_type.requirements.get(key)
+    if carried is not None:  # the type's labels, its offerings' zones and capacity types: always carried
+        allowed = requirements.get(key)
+        values = carried if allowed is None else carried.intersection(allowed)
+        return not values.intersection(wanted).is_empty()
+    if key in absent_keys:
+        return wanted.allows_absent()
+    decided = requirements.get(key)
+    if decided is None or (not decided.exists and not decided.complement):
+        return wanted.allows_absent()  # never carried (not named, or DoesNotExist)
+    if not decided.complement:
+        return not decided.intersection(wanted).is_empty()  # one of a finite set of values
+    # left open (Exists, NotIn, Gt, Lt): carried only when a pod narrows it to values
+    return wanted.allows_absent() or not decided.intersection(wanted).is_empty()
 
 
 def type_keys(instance_types: Sequence[InstanceType], provisioner_labels: Mapping[str, str]) -> frozenset[str]:
@@ -296,13 +345,12 @@ def _type_options(
         absent = keys.difference(it.requirements)
         if not meets(it, absent, requirements) or not it.available_offerings(requirements):
             continue
-        node_requirements = requirements & it.requirements
         overhead = Resources()
         ports: list[HostPort] = []
         for ds in daemonsets:
             if tolerates_all(ds.tolerations, taints) is not None:
                 continue
-            if not daemonset_runs_on(ds, node_requirements):
+            if not daemonset_runs_on(ds, requirements, it, absent):
                 continue
             overhead = overhead + ds.requests
             ports.extend(ds.host_ports)
@@ -334,28 +382,31 @@ def build_templates(
     daemonsets: Sequence[Pod],
     usage: Mapping[str, Resources],
     zones: Mapping[str, frozenset[str]] | None,
+    node_labels: Mapping[str, str],
 ) -> list[NodeTemplate]:
     """One template per Provisioner, in the order new nodes are tried.
 
-    ``instance_types``, ``usage`` and ``zones`` are keyed by Provisioner name (see
-    :class:`~provisioner.scheduling.solver.SolverInput`). Raises ValueError for an invalid
-    Provisioner (an unknown requirement operator, a malformed limit).
+    ``instance_types``, ``usage`` and ``zones`` are keyed by Provisioner name, ``node_labels``
+    go on every launched node (see :class:`~provisioner.scheduling.solver.SolverInput`).
+    Raises ValueError for an invalid Provisioner (an unknown requirement operator, a malformed
+    limit).
     """
     templates = []
     for index, p in enumerate(order_provisioners(provisioners)):
-        requirements = provisioner_requirements(p)
+        requirements = provisioner_requirements(p, node_labels)
+        labels = provisioner_node_labels(p, node_labels)
         if zones is not None and p.name in zones:
             requirements = requirements.with_requirement(Requirement.of(wk.ZONE, IN, sorted(zones[p.name])))
         taints = provisioner_taints(p)
         types = instance_types.get(p.name, ())
-        keys = type_keys(types, p.labels_with_name)
+        keys = type_keys(types, labels)
         options = _type_options(dimensions, requirements, taints, types, daemonsets, keys)
         if options:
             requirements = _offered(memo, requirements, options)
         limits = provisioner_limits(p)
         limited = dimensions.indices(limits) if limits else ()
         templates.append(NodeTemplate(
-            index=index, provisioner=p, requirements=requirements, taints=taints, labels=p.labels_with_name,
+            index=index, provisioner=p, requirements=requirements, taints=taints, labels=labels,
             options=options, limits=dimensions.vector(limits) if limits is not None else None,
             usage=dimensions.vector(usage.get(p.name, Resources())), reserved=dimensions.zero,
             allow_undefined=keys | {wk.HOSTNAME}, type_keys=keys, dimensions=dimensions,

@@ -385,8 +385,9 @@ class TopologyGroup:
 class TopologyConstraint:
     """One constraint of a pod on one group; ``self_match``: the pod is selected by it itself.
 
-    Spread constraints carry their :class:`SpreadView`, ``min_domains`` and whether they are
-    DoNotSchedule (``hard``).
+    Spread constraints carry their :class:`SpreadView` and ``min_domains``. ``hard``: kube-scheduler
+    filters on it (DoNotSchedule, a required term); a preference (ScheduleAnyway, a preferred
+    term) only holds on new nodes.
     """
 
     kind: ConstraintKind
@@ -626,10 +627,9 @@ class Topology:
                                           c.min_domains, c.hard))
         for t in affinity:
             out.append(TopologyConstraint(AFFINITY, self.term_group(AFFINITY, t),
-                                          self_match=t.selects(pod.namespace, pod.labels)))
+                                          self_match=t.selects(pod.namespace, pod.labels), hard=t.weight is None))
         for t in anti_affinity:
-            out.append(TopologyConstraint(ANTI_AFFINITY,
-                                          self.term_group(ANTI_AFFINITY, t)))
+            out.append(TopologyConstraint(ANTI_AFFINITY, self.term_group(ANTI_AFFINITY, t), hard=t.weight is None))
         return out
 
     # ------------------------------------------------------------------ checks
@@ -642,8 +642,8 @@ class Topology:
         constraints' keys, those of the groups selecting the pod that have owners, of all groups
         selecting it, then of the groups it owns. ``possible(key)`` gives the values an undecided
         key of the node could still take; the chosen value is returned in ``pins``. On an
-        existing node, ScheduleAnyway spread constraints are left out (kube-scheduler only
-        scores them).
+        existing node, the preferences (ScheduleAnyway spread, preferred pod affinity and
+        anti-affinity terms) are left out: kube-scheduler only scores them.
         """
         exists = isinstance(node, ExistingNode)
         by_key: dict[str, list[TopologyConstraint]] = {}

@@ -49,6 +49,8 @@ def test_help_shows_defaults_and_environment() -> None:
     ({"leader_elect": "maybe"}, "expected true or false"),
     ({"log_format": "xml"}, "expected one of text, json"),
     ({"node_labels": "novalue"}, "expected key=value"),
+    ({"node_labels": "team=a,kubernetes.io/arch=arm64"},
+     "kubernetes.io/arch: set by the instance or the Provisioner on every node, not a setting"),
     ({"lease_duration": "5", "renew_deadline": "10"}, "--lease-duration (5.0) > --renew-deadline"),
     ({"batch_idle_duration": "20s"}, "--batch-idle-duration"),
 ])

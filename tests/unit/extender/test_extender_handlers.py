@@ -150,6 +150,20 @@ def test_required_node_affinity_terms_are_ored() -> None:
     assert N5 in handlers.filter(request, state(), now())["NodeNames"]  # a matchFields term constrains no label
 
 
+def test_an_empty_node_selector_term_selects_no_node() -> None:
+    # kube-scheduler's NodeAffinity skips a term without matchExpressions and matchFields: the
+    # pod's other term alone decides, and team-a's nodes do not meet it
+    request = body("filter-nodenames")
+    spec = request["Pod"]["spec"]
+    del spec["nodeSelector"]
+    spec["tolerations"].append({"key": "team", "operator": "Exists"})
+    term = {"matchExpressions": [{"key": "team", "operator": "In", "values": ["b"]}]}
+    spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{}, term]}}}
+    assert handlers.filter(request, state(), now())["FailedAndUnresolvableNodes"][N5] == (
+        "node's Provisioner requirements do not match the pod")
+
+
 def test_cordoned_nodes_of_ours_are_rejected() -> None:
     data = cluster()
     next(n for n in data["nodes"] if n["metadata"]["name"] == N1)["spec"]["unschedulable"] = True

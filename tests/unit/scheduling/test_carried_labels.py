@@ -156,13 +156,14 @@ def test_existing_nodes_are_judged_by_the_labels_they_have():
 
 
 def test_the_labels_a_launched_node_carries_meet_every_pod_planned_for_it():
-    """For random requirements, the Node the controller writes (``node_labels``) meets each pod on it,
-    whichever of the node's options and offerings is launched."""
+    """For random requirements, the Node the controller writes (``node_labels``, with the settings' labels
+    for every node) meets each pod on it, whichever of the node's options and offerings is launched."""
     rng = random.Random(12)
     keys = [(NVME, ["125", "150", "300"]), (FAMILY, ["m5", "m5d", "m5dn", "g4dn"]),
             ("team", ["blue", "red"]), ("topology.kubernetes.io/zone", ["ap-south-1a", "ap-south-1b"]),
-            ("kubernetes.io/hostname", ["old-node"])]
+            ("kubernetes.io/hostname", ["old-node"]), ("site", ["x", "y"])]
     teams = provisioner(requirements=AMD64_OD + (("team", "In", ("blue", "red")),), labels=[("env", "prod")])
+    settings_labels = {"site": "x", "team": "green"}  # the Provisioner names team: its own values win
     pods = []
     for i in range(120):
         expressions = []
@@ -177,7 +178,7 @@ def test_the_labels_a_launched_node_carries_meet_every_pod_planned_for_it():
             else:
                 expressions.append((key, operator))
         pods.append(requiring(f"p{i}", *expressions, gpu=rng.random() < 0.2))
-    plan = run(pods, [teams])
+    plan = run(pods, [teams], node_labels=settings_labels)
     assert len(plan.new_nodes) > 5 and len(plan.unschedulable) > 5  # both outcomes are exercised
     for planned in plan.new_nodes:
         for option in planned.instance_type_options:
@@ -185,7 +186,7 @@ def test_the_labels_a_launched_node_carries_meet_every_pod_planned_for_it():
                 machine = Machine(provider_id="aws:///x/i-1", instance_id="i-1", name="ip-10-0-0-1",
                                   instance_type=option.name, zone=offering.zone,
                                   capacity_type=offering.capacity_type)
-                labels = node_labels(teams, machine, option, planned.labels, {})
+                labels = node_labels(teams, machine, option, planned.labels, settings_labels)
                 for p in planned.pods:
                     assert any((p.base_requirements & term).mismatch(labels) is None
                                for term in p.required_node_affinity), (p.name, option.name, labels)

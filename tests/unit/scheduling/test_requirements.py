@@ -1,6 +1,6 @@
 import pytest
 
-from provisioner.model.requirements import Requirement, RequirementError, Requirements
+from provisioner.model.requirements import NOTHING, Requirement, RequirementError, Requirements
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -18,7 +18,10 @@ def reqs(*items):
         (("In", ["a", "b"]), ("NotIn", ["a"]), "In [b]"),
         (("NotIn", ["a"]), ("NotIn", ["b"]), "NotIn [a, b]"),
         (("Exists", []), ("In", ["a"]), "In [a]"),
-        (("Exists", []), ("DoesNotExist", []), "DoesNotExist"),
+        (("Exists", []), ("DoesNotExist", []), "In []"),  # needs the label, allows no value: no node
+        (("NotIn", ["a"]), ("DoesNotExist", []), "DoesNotExist"),
+        (("Exists", []), ("NotIn", ["a"]), "Exists and k NotIn [a]"),  # the label, with another value
+        (("Gt", ["3"]), ("NotIn", ["7"]), "Gt 3 and k NotIn [7]"),
         (("Gt", ["3"]), ("In", ["1", "5", "x"]), "In [5]"),
     ],
 )
@@ -91,4 +94,25 @@ def test_mismatch_follows_kube_node_selector_matching():
     assert term.mismatch({ZONE: "a", "disk": "150", "gpu": "t4"}) == "label gpu=t4 does not meet gpu DoesNotExist"
     # two In sets with nothing in common: no node meets them, with or without the label
     conflicting = reqs((ZONE, "In", ["a"]), (ZONE, "In", ["b"]))
-    assert conflicting.mismatch({}) == f"{ZONE} DoesNotExist cannot be met (an empty intersection)"
+    assert conflicting.mismatch({}) == f"no value of {ZONE} meets every requirement on it (an empty intersection)"
+
+
+K = "example.com/gpu"
+NOT_K80 = [{"key": K, "operator": "Exists"}, {"key": K, "operator": "NotIn", "values": ["k80"]}]
+
+
+def test_exists_and_not_in_on_one_key_needs_the_label():
+    term = Requirements.from_node_selector_requirements(NOT_K80)
+    assert term[K] == Requirement(K, True, frozenset({"k80"}), exists=True)
+    assert term.mismatch({}) == f"label {K} is absent, {K} Exists and {K} NotIn [k80] required"
+    assert term.mismatch({K: "k80"}) == f"label {K}=k80 does not meet {K} Exists and {K} NotIn [k80]"
+    assert term.mismatch({K: "t4"}) is None
+    assert term[K].expressions() == NOT_K80[:1] + [
+        {"key": K, "operator": "NotIn", "values": ["k80"]}]
+
+
+def test_nothing_is_met_by_no_node_and_compatible_with_no_template():
+    assert NOTHING.mismatch({}) == "an empty nodeSelectorTerm (it selects no node) cannot be met"
+    assert NOTHING.infeasible_keys() != ()
+    assert Requirements().compatible(NOTHING) == "an empty nodeSelectorTerm (it selects no node) cannot be met"
+    assert (reqs((ZONE, "In", ["a"])) & NOTHING).mismatch({ZONE: "a"}) is not None
