@@ -1,6 +1,7 @@
 """``groupless controller``: every controller in one leader-elected process.
 
-What runs once this replica holds the Lease: the provisioning controller (batcher, solver,
+What runs once this replica holds the Lease: adoption of the instances launched without a Node
+(once the cache has synced, before anything else), the provisioning controller (batcher, solver,
 launches), the lifecycle controllers (initialization, expiration, emptiness, termination,
 garbage collection, Provisioner deletion, counter) behind one work queue, and a periodic
 resync. What runs on every replica: the cluster state cache (an informer per kind, so a standby
@@ -161,7 +162,10 @@ class ControllerProcess:
             if self.stop.is_set():
                 return
             log.info("Waiting for the cluster state to sync")
-        log.info("Cluster state synced; starting controllers")
+        log.info("Cluster state synced; adopting instances launched without a node, then starting controllers")
+        # Before any worker: garbage collection must not race adoption for an old orphan, and the
+        # first provisioning round must count the adopted nodes as capacity on its way.
+        self.provisioning.adopt()
         self.threads += self.manager.run_workers(self.stop)
         resync = threading.Thread(target=resync_loop, args=(self.manager, self.stop, self.settings.resync_seconds),
                                   name="resync", daemon=True)

@@ -16,6 +16,11 @@ Idempotency of ``create``: before launching, instances tagged
 ``groupless.dev/node-request=<id>`` (and owned by this cluster) that are pending or running are
 looked up and returned; the CreateFleet ``ClientToken`` is derived from the request and its
 overrides. moto ignores ClientToken, so the look-up is what the tests exercise.
+
+Tags: every instance carries :func:`~provisioner.cloudprovider.launchrecord.launch_tags` (its
+Provisioner, node request and launch record: what a restarted controller needs to write its
+Node) and ``kubernetes.io/cluster/<cluster>=owned`` + ``groupless.dev/cluster=<cluster>``, which
+:meth:`AWSCloudProvider.list` selects by.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from provisioner.cloudprovider.aws.launchtemplates import (
 from provisioner.cloudprovider.aws.pricing import PricingProvider, pricing_region
 from provisioner.cloudprovider.aws.settings import AWSSettings
 from provisioner.cloudprovider.aws.userdata import make_bootstrap, user_data
+from provisioner.cloudprovider.launchrecord import launch_tags, read_launch_tags
 from provisioner.cloudprovider.offerings import (
     UnavailableOfferings,
     candidates,
@@ -479,9 +485,15 @@ class AWSCloudProvider:
         raise NotFoundError(f"instance {instance_id} not found")
 
     def _live_instances(self) -> list[dict[str, Any]]:
+        """Live instances tagged ``groupless.dev/cluster=<cluster>`` and owned by the cluster.
+
+        Not only those with a Provisioner tag: an instance of ours without one is an orphan to
+        terminate. Not every ``kubernetes.io/cluster/<cluster>=owned`` instance either: node
+        groups of other tools carry that tag too.
+        """
         filters = [
             {"Name": f"tag:kubernetes.io/cluster/{self.settings.cluster_name}", "Values": ["owned"]},
-            {"Name": "tag-key", "Values": [wk.PROVISIONER_NAME]},
+            {"Name": f"tag:{GROUPLESS_CLUSTER_TAG}", "Values": [self.settings.cluster_name]},
             {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
         ]
 
@@ -495,7 +507,7 @@ class AWSCloudProvider:
         return self._call("listing instances", describe)
 
     def list(self) -> MachineList:
-        """Live instances owned by this cluster and launched for a Provisioner, sorted by provider ID."""
+        """Live instances Groupless launched for this cluster (see ``_live_instances``), sorted by provider ID."""
         return sorted(
             (self.machine_from_instance(i) for i in self._live_instances()), key=lambda m: m.provider_id
         )
@@ -549,13 +561,12 @@ class AWSCloudProvider:
         tags = {"Name": f"{wk.PROVISIONER_NAME}/{provisioner.name}"}
         if provisioner.spec.provider is not None:
             tags.update(provisioner.spec.provider.tags_map)  # user tags win over Name (v0.6.3)...
-        # ...but not over the tags list(), the idempotency look-up and garbage collection rely on.
+        # ...but not over the tags list(), the idempotency look-up, adoption and garbage collection rely on.
+        tags.update(launch_tags(request))
         tags.update(
             {
-                wk.PROVISIONER_NAME: provisioner.name,
                 f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
                 GROUPLESS_CLUSTER_TAG: self.settings.cluster_name,
-                wk.NODE_REQUEST_TAG: request.id,
             }
         )
         return tags
@@ -725,6 +736,7 @@ class AWSCloudProvider:
         if arch:
             labels[wk.ARCH] = arch
         launch_time = instance.get("LaunchTime")
+        provisioner, request_id, record = read_launch_tags(tags)
         return Machine(
             provider_id=f"aws:///{zone}/{instance_id}",
             instance_id=instance_id,
@@ -735,8 +747,9 @@ class AWSCloudProvider:
             labels=labels,
             state=str(instance.get("State", {}).get("Name", "")),
             launch_time=rfc3339(launch_time.timestamp()) if isinstance(launch_time, datetime) else None,
-            node_request_id=tags.get(wk.NODE_REQUEST_TAG),
-            provisioner_name=tags.get(wk.PROVISIONER_NAME),
+            node_request_id=request_id,
+            provisioner_name=provisioner,
+            record=record,
         )
 
 
