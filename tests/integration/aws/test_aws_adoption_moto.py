@@ -1,13 +1,16 @@
-"""The instance tags adoption reads, on a moto server: what CreateFleet writes, what list() finds, a Node written from them.
+"""The instance tags adoption reads, on a moto server: what CreateFleet writes, what list() finds, a Node written from them;
+and a launch sent again after its instance was terminated (EC2's ClientToken answers, played by the fault proxy).
 
 Each test uses its own cluster name, so the shared account's other instances stay out of its listing.
 """
 
 import uuid
 
+import boto3
 import pytest
 
 from localcluster.aws import SeededAccount
+from localcluster.faults import FORWARDED, REPLAYED, FaultProxy
 from provisioner.api.types import AWSProvider, Provisioner, ProvisionerSpec
 from provisioner.cloudprovider.aws.provider import AWSCloudProvider
 from provisioner.cloudprovider.launchrecord import LABELS_TAG, TAINTS_TAG
@@ -142,3 +145,26 @@ def test_adoption_over_ec2_writes_the_node_from_tags_and_type_and_terminates_the
     state_of_stray = ec2.describe_instances(InstanceIds=[stray])["Reservations"][0]["Instances"][0]["State"]["Name"]
     assert state_of_stray in ("shutting-down", "terminated")
 
+
+
+def test_a_request_launched_again_after_its_instance_was_terminated_gets_a_new_instance(
+    account, ssm, clock, catalog, make_settings_for
+):
+    """EC2 answers a ClientToken with its first instance even once terminated (the fault proxy does the same).
+
+    The launcher terminates an instance whose Node it could not write, and the pods' next round
+    sends the same node request: its token is spent, so the launch goes again with a new one.
+    """
+    with FaultProxy(account.endpoint_url) as proxy:
+        ec2 = boto3.client("ec2", endpoint_url=proxy.url, region_name=account.region,
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        settings = make_settings_for(account, cluster_name=f"adoption-{uuid.uuid4().hex[:8]}")
+        provider = AWSCloudProvider(settings, ec2, ssm, None, clock, catalog)
+        request, first = launch(provider)
+        provider.delete(first.provider_id)  # its Node could not be written
+        second = provider.create(request)
+        assert second.instance_id != first.instance_id
+        assert [m.instance_id for m in provider.list()] == [second.instance_id]
+        assert provider.create(request).instance_id == second.instance_id  # found by its tags
+        counts = proxy.counts()
+        assert (counts[("CreateFleet", FORWARDED)], counts[("CreateFleet", REPLAYED)]) == (2, 1)
