@@ -19,6 +19,10 @@ every one when empty; each is picked with probability ``rate``, its fault drawn 
 answer again instead of a second launch (EC2's idempotency, "Ensuring idempotency" in the EC2
 API reference), so a client retrying a lost answer behaves here as against EC2.
 
+A test can also hold the answers to an action (:meth:`FaultProxy.hold_answers`): the calls take
+effect at once and their answers wait until released, so that a process can be killed while
+its call has launched an instance it has not heard of yet.
+
 In a test, :class:`FaultProxy` runs in the test's process and its plan can be changed at any
 time; ``python -m localcluster.faults --target URL`` runs one on its own (prints one JSON line
 with its URL, then serves until SIGINT/SIGTERM). :meth:`FaultProxy.counts` says what was
@@ -52,6 +56,8 @@ KINDS = (THROTTLE, UNAVAILABLE, LOST)
 FORWARDED = "forwarded"
 REPLAYED = "replayed"
 
+#: Longest a held answer waits for its release, in seconds (a test that forgets one does not hang).
+HOLD_LIMIT_SECONDS = 120.0
 #: Headers not passed through (hop-by-hop, or recomputed).
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
                          "proxy-connection", "content-length", "host"})
@@ -134,6 +140,8 @@ class Injector:
         self._answers: dict[tuple[str, str], Answer] = {}
         self._counts: Counter[tuple[str, str]] = Counter()
         self._next: dict[str, list[str]] = {}
+        self._holds: dict[str, threading.Event] = {}
+        self._holding: Counter[str] = Counter()
 
     @property
     def plan(self) -> FaultPlan:
@@ -189,6 +197,36 @@ class Injector:
         with self._lock:
             return dict(self._counts)
 
+    def hold_answers(self, action: str) -> None:
+        """From now on, answers to ``action`` wait (the calls took effect) until :meth:`release_answers`."""
+        with self._lock:
+            self._holds.setdefault(action, threading.Event())
+
+    def release_answers(self, action: str) -> None:
+        """Send the answers held for ``action`` (to whoever still listens) and stop holding them."""
+        with self._lock:
+            event = self._holds.pop(action, None)
+        if event is not None:
+            event.set()
+
+    def holding(self, action: str) -> int:
+        """How many answers to ``action`` are held now."""
+        with self._lock:
+            return self._holding[action]
+
+    def wait_release(self, action: str, timeout: float) -> None:
+        """Block while answers to ``action`` are held (at most ``timeout`` seconds)."""
+        with self._lock:
+            event = self._holds.get(action)
+            if event is None:
+                return
+            self._holding[action] += 1
+        try:
+            event.wait(timeout)
+        finally:
+            with self._lock:
+                self._holding[action] -= 1
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -212,6 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
         if answer is None:
             answer = self._forward(body, headers)
             injector.forwarded(action, token, answer)
+        injector.wait_release(action, HOLD_LIMIT_SECONDS)
         if fault == LOST:
             self.close_connection = True  # the call took effect; its answer never arrives
             with contextlib.suppress(OSError):
@@ -238,18 +277,27 @@ class _Handler(BaseHTTPRequestHandler):
             connection.close()
 
     def _send(self, answer: Answer) -> None:
-        self.send_response(answer.status)
-        for key, value in answer.headers:
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(answer.body)))
-        self.end_headers()
-        self.wfile.write(answer.body)
+        try:
+            self.send_response(answer.status)
+            for key, value in answer.headers:
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(answer.body)))
+            self.end_headers()
+            self.wfile.write(answer.body)
+        except OSError:  # the client went away (a killed controller whose answer was held)
+            self.close_connection = True
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a killed controller's kept-alive connection) is no error; others are printed."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     def __init__(self, address: tuple[str, int], target: str, injector: Injector) -> None:
         super().__init__(address, _Handler)
@@ -290,6 +338,18 @@ class FaultProxy:
     def inject_next(self, action: str, *kinds: str) -> None:
         """See :meth:`Injector.inject_next`."""
         self.injector.inject_next(action, *kinds)
+
+    def hold_answers(self, action: str) -> None:
+        """See :meth:`Injector.hold_answers`."""
+        self.injector.hold_answers(action)
+
+    def release_answers(self, action: str) -> None:
+        """See :meth:`Injector.release_answers`."""
+        self.injector.release_answers(action)
+
+    def holding(self, action: str) -> int:
+        """See :meth:`Injector.holding`."""
+        return self.injector.holding(action)
 
     def start(self) -> FaultProxy:
         self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)

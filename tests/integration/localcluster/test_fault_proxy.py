@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from localcluster.aws import start_moto_server
 from localcluster.faults import FORWARDED, LOST, REPLAYED, THROTTLE, UNAVAILABLE, FaultPlan, FaultProxy
+from tests.builders.expectations import eventually
 
 REGION = "ap-south-1"
 
@@ -89,3 +91,20 @@ def test_without_retries_a_lost_answer_is_an_error_although_the_instance_runs(pr
                                      TagSpecifications=[{"ResourceType": "instance",
                                                          "Tags": [{"Key": "test", "Value": marker}]}])
     assert len(instances_tagged(moto_url, marker)) == 1
+
+
+def test_a_held_answer_waits_while_its_call_has_taken_effect(proxy: FaultProxy, moto_url: str) -> None:
+    ami, marker = image(moto_url), uuid.uuid4().hex
+    proxy.hold_answers("RunInstances")
+    answers: list[Any] = []
+    caller = threading.Thread(target=lambda: answers.append(ec2(proxy.url).run_instances(
+        ImageId=ami, InstanceType="m5.large", MinCount=1, MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "test", "Value": marker}]}])))
+    caller.start()
+    assert eventually(lambda: proxy.holding("RunInstances") == 1, 30)
+    [launched] = instances_tagged(moto_url, marker)  # the instance runs; its launcher has not heard yet
+    assert answers == []
+    proxy.release_answers("RunInstances")
+    caller.join(30)
+    assert [i["InstanceId"] for i in answers[0]["Instances"]] == [launched]
+    assert proxy.holding("RunInstances") == 0
