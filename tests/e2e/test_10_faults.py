@@ -310,6 +310,12 @@ class Faults:
         self.observer.wait_for(lambda: not self.nodes(name) and not self.instances(name), 180,
                                f"the nodes and instances of {name} to go", interval=2)
 
+    def finish(self, name: str) -> None:
+        """Check the scenario, clean it up, and check the clean-up (its drains and terminations) too."""
+        self.check()
+        self.clean_up(name)
+        self.check()
+
     # ----- what must never happen ----------------------------------------------------------------
     def check(self) -> None:
         """Fail with every violation the watcher saw, and every crash the logs show, since the last check."""
@@ -397,9 +403,7 @@ def test_controller_killed_mid_launch_while_the_workload_changes(faults: Faults)
     adopted = {e["involvedObject"]["name"] for e in faults.events("Adopted")}
     assert {n for n, node in nodes.items() if instance_of(node) in orphans} <= adopted
     assert not faults.events("OrphanTerminated")
-    faults.check()
-    faults.clean_up(name)
-    faults.check()
+    faults.finish(name)
 
 
 # 2 ---------------------------------------------------------------------------------------------------
@@ -415,9 +419,7 @@ def test_a_lost_createfleet_answer_while_the_workload_changes_is_adopted_by_the_
     faults.running(name, 2)
     [node] = faults.nodes(name).values()
     assert instance_of(node) == orphan and len(faults.instances(name)) == 1
-    faults.check()
-    faults.clean_up(name)
-    faults.check()
+    faults.finish(name)
 
 
 # 3 ---------------------------------------------------------------------------------------------------
@@ -443,9 +445,7 @@ def test_controller_killed_mid_drain(faults: Faults) -> None:
     assert all(p["spec"]["nodeName"] != victim for p in pods)
     evicted = {e["involvedObject"]["name"] for e in faults.events("Evicted")}
     assert on_victim <= evicted, f"{sorted(on_victim - evicted)} left {victim} without an eviction"
-    faults.check()
-    faults.clean_up(name)
-    faults.check()
+    faults.finish(name)
 
 
 # 4 ---------------------------------------------------------------------------------------------------
@@ -484,9 +484,7 @@ def test_controller_killed_mid_replacement(faults: Faults) -> None:
     assert instance_of(node) == replacement, "the replacement launched before the kill was not the one used"
     assert {p["spec"]["nodeName"] for p in pods} == {node["metadata"]["name"]}
     assert len(faults.instances(name)) == 1
-    faults.check()
-    faults.clean_up(name)
-    faults.check()
+    faults.finish(name)
 
 
 # 5 ---------------------------------------------------------------------------------------------------
@@ -511,9 +509,7 @@ def test_kube_apiserver_restarted_mid_launch(faults: Faults) -> None:
     faults.wait_new_leader(old, timeout=120)
     faults.running(name, 6)
     assert len(faults.instances(name)) == 2
-    faults.check()
-    faults.clean_up(name)
-    faults.check()
+    faults.finish(name)
 
 
 # 6 ---------------------------------------------------------------------------------------------------
@@ -558,9 +554,7 @@ def test_extender_down_scheduling_and_provisioning_go_on(faults: Faults) -> None
         assert len(faults.instances(name)) == 2
     finally:
         faults.cluster.start_component("extender")
-    faults.check()
-    faults.clean_up(name)
-    faults.check()
+    faults.finish(name)
 
 
 # 8 ---------------------------------------------------------------------------------------------------
