@@ -11,7 +11,8 @@ running). A watcher polls every second, through every scenario, for what must ne
 * an instance left without a Node for longer than :data:`ROUND_SECONDS` while a leader runs and
   kube-apiserver answers (the clock of an instance stops while nobody can act on it);
 * a broken PodDisruptionBudget: fewer Ready pods than ``minAvailable`` once the workload is up;
-* a lost pod: a pod the test keeps that disappears, or a workload that does not end Running;
+* a lost pod: a pod without an owner (nothing recreates it) that disappears, or a workload that
+  does not end Running;
 * a crashed server: a Groupless process that exits without being killed, or a traceback in a
   Groupless log.
 
@@ -28,7 +29,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,20 +76,26 @@ class Watcher:
     longest_nodeless: float = 0.0
     longest_overall: float = 0.0
     pdbs: dict[str, int] = field(default_factory=dict)
-    kept_pods: set[str] = field(default_factory=set)
-    polls: int = 0
+    #: Pods nothing recreates (no owner), name -> their app: each must exist until the test deletes it.
+    kept_pods: dict[str, str] = field(default_factory=dict)
+    polls: dict[str, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _ec2: Any = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="fault-watcher", daemon=True)
-        self._thread.start()
+        """Two loops, each at most once a second: pods (PDBs, kept pods), and instances against Nodes."""
+        self._ec2 = self.observer.ec2()  # moto itself, not the proxy: the watcher sees no fault
+        for name, poll in (("pods", self._poll_pods), ("instances", self._poll_instances)):
+            thread = threading.Thread(target=self._run, args=(name, poll), name=f"fault-watcher-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30)
+        for thread in self._threads:
+            thread.join(30)
 
     def arm_pdb(self, selector: str, min_available: int) -> None:
         with self._lock:
@@ -110,33 +117,39 @@ class Watcher:
         with self._lock:
             self.violations.append(message)
 
-    def _run(self) -> None:
+    def _run(self, name: str, poll: Callable[[float], None]) -> None:
         last = time.monotonic()
-        while not self._stop.wait(1.0):
+        while not self._stop.wait(max(0.0, 1.0 - (time.monotonic() - last))):
             now = time.monotonic()
             try:
-                self._poll(now - last)
+                poll(now - last)
             except ApiError:
-                pass  # kube-apiserver is down: nothing to see, and no clock runs (see _poll)
+                pass  # kube-apiserver is down: nothing to see, and no clock runs
             except Exception as error:  # a broken poll must be visible, not silent
-                self._violation(f"the watcher could not poll: {error!r}")
+                self._violation(f"the watcher could not poll {name}: {error!r}")
             last = now
-            self.polls += 1
+            self.polls[name] = self.polls.get(name, 0) + 1
 
-    def _poll(self, elapsed: float) -> None:
-        instances = self.observer.instances()
+    def _live_instances(self) -> dict[str, dict[str, str]]:
+        """Our pending or running instances: id -> tags."""
+        filters = [{"Name": "tag:groupless.dev/cluster", "Values": [CLUSTER_NAME]},
+                   {"Name": "instance-state-name", "Values": ["pending", "running"]}]
+        found: dict[str, dict[str, str]] = {}
+        for page in self._ec2.get_paginator("describe_instances").paginate(Filters=filters):
+            for reservation in page["Reservations"]:
+                for instance in reservation["Instances"]:
+                    found[instance["InstanceId"]] = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+        return found
+
+    def _poll_instances(self, elapsed: float) -> None:
+        instances = self._live_instances()
         nodes, _ = self.kube.list("Node")
-        pods, _ = self.kube.list("Pod", "default")
         self._launched_twice(instances)
         self._nodes_of_instances(instances, nodes, elapsed)
-        self._pods(pods)
 
-    def _launched_twice(self, instances: dict[str, dict[str, Any]]) -> None:
+    def _launched_twice(self, instances: dict[str, dict[str, str]]) -> None:
         live: dict[str, list[str]] = {}
-        for instance_id, instance in instances.items():
-            tags = instance["tags"]
-            if tags.get("groupless.dev/cluster") != CLUSTER_NAME or instance["state"] not in ("pending", "running"):
-                continue
+        for instance_id, tags in instances.items():
             request = tags.get("groupless.dev/node-request")
             if request:
                 live.setdefault(request, []).append(instance_id)
@@ -144,13 +157,14 @@ class Watcher:
             if len(ids) > 1:
                 self._violation(f"node request {request} has {len(ids)} live instances: {sorted(ids)}")
 
-    def _nodes_of_instances(self, instances: dict[str, dict[str, Any]], nodes: list[dict[str, Any]],
+    def _nodes_of_instances(self, instances: dict[str, dict[str, str]], nodes: list[dict[str, Any]],
                             elapsed: float) -> None:
         with_node = {str((n.get("spec") or {}).get("providerID", "")).rsplit("/", 1)[-1] for n in nodes}
         counting = self.accountable.is_set()
-        for instance_id, instance in instances.items():
-            if (instance["tags"].get("groupless.dev/cluster") != CLUSTER_NAME
-                    or instance["state"] not in ("pending", "running") or instance_id in with_node):
+        for gone in set(self.nodeless) - set(instances):
+            del self.nodeless[gone]
+        for instance_id in instances:
+            if instance_id in with_node:
                 self.nodeless.pop(instance_id, None)
                 continue
             waited = self.nodeless.get(instance_id, 0.0) + (elapsed if counting else 0.0)
@@ -160,14 +174,15 @@ class Watcher:
             if waited > ROUND_SECONDS and waited - elapsed <= ROUND_SECONDS:
                 self._violation(f"instance {instance_id} has had no Node for {waited:.0f}s while a leader ran")
 
-    def _pods(self, pods: list[dict[str, Any]]) -> None:
+    def _poll_pods(self, elapsed: float) -> None:
+        pods, _ = self.kube.list("Pod", "default")
         names = {p["metadata"]["name"] for p in pods}
         with self._lock:
             kept, pdbs = set(self.kept_pods), dict(self.pdbs)
         for name in sorted(kept - names):
             self._violation(f"pod {name} was lost")
             with self._lock:
-                self.kept_pods.discard(name)
+                self.kept_pods.pop(name, None)
         for selector, minimum in pdbs.items():
             key, value = selector.split("=", 1)
             ready = [p for p in pods if (p["metadata"].get("labels") or {}).get(key) == value
@@ -272,6 +287,18 @@ class Faults:
             },
         })
 
+    def bare_pod(self, name: str, index: int, cpu: str = "1") -> None:
+        """A pod of app ``name`` without an owner (nothing would recreate it): the watcher keeps it."""
+        pod = f"{name}-bare-{index}"
+        self.observer.apply({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": "default", "labels": {"app": name}},
+            "spec": {"terminationGracePeriodSeconds": 0, "nodeSelector": {"karpenter.sh/provisioner-name": name},
+                     "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]},
+        })
+        with self.watcher._lock:
+            self.watcher.kept_pods[pod] = name
+
     def pdb(self, name: str, min_available: int) -> None:
         self.observer.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                              "metadata": {"name": name, "namespace": "default"},
@@ -303,8 +330,12 @@ class Faults:
     def clean_up(self, name: str) -> None:
         """Delete the scenario's workload and Provisioner; wait until its nodes and instances are gone."""
         self.watcher.disarm_pdb(f"app={name}")
+        with self.watcher._lock:
+            for pod in [p for p, app in self.watcher.kept_pods.items() if app == name]:
+                del self.watcher.kept_pods[pod]
         for kind in ("deployment", "pdb"):
             self.cluster.kubectl("delete", kind, name, "-n", "default", "--ignore-not-found", "--wait=false")
+        self.cluster.kubectl("delete", "pods", "-l", f"app={name}", "-n", "default", "--wait=false")
         self.observer.wait_for(lambda: not self.observer.pods(f"app={name}"), 120, f"the pods of {name} to go")
         self.cluster.kubectl("delete", "provisioners.karpenter.sh", name, "--ignore-not-found")
         self.observer.wait_for(lambda: not self.nodes(name) and not self.instances(name), 180,
@@ -394,7 +425,9 @@ def test_controller_killed_mid_launch_while_the_workload_changes(faults: Faults)
         faults.proxy.release_answers("CreateFleet")
     assert 1 <= len(orphans) <= 2 and not faults.nodes(name), (orphans, faults.nodes(name))
     say(f"{len(orphans)} instance(s) launched without a Node: {sorted(orphans)}")
-    faults.observer.scale(name, 9)  # the workload changes while no controller runs
+    faults.observer.scale(name, 7)  # the workload changes while no controller runs: two more pods,
+    faults.bare_pod(name, 1)  # and two that nothing would recreate if they were lost
+    faults.bare_pod(name, 2)
     faults.wait_new_leader(old)
     faults.running(name, 9)
     nodes = faults.nodes(name)
@@ -493,7 +526,9 @@ def test_kube_apiserver_restarted_mid_launch(faults: Faults) -> None:
     name = "faults-apiserver"
     faults.provisioner(name, ["m5.xlarge"], ttlSecondsAfterEmpty=30)
     launches = faults.proxy.counts().get(("CreateFleet", "forwarded"), 0)
-    faults.deployment(name, 6)
+    faults.bare_pod(name, 1)
+    faults.bare_pod(name, 2)
+    faults.deployment(name, 4)
     faults.observer.wait_for(lambda: faults.proxy.counts().get(("CreateFleet", "forwarded"), 0) > launches, 90,
                              "the first CreateFleet", interval=0.1)
     old = faults.leader()
