@@ -380,6 +380,57 @@ class LocalCluster:
             print(f"stopped {', '.join(stopped)}", file=sys.stderr)
         return stopped
 
+    # ----- one component at a time (fault tests) ----------------------------------------
+    def child_pid(self, name: str) -> int | None:
+        """The pid of a supervised component's own process (not its supervisor's), from the state file."""
+        state = supervisor.read_state(self.state_file) or {}
+        entry = (state.get("components") or {}).get(name) or {}
+        child = entry.get("child_pid")
+        return int(child) if child else None
+
+    def stop_component(self, name: str, *, kill: bool = False) -> None:
+        """Stop component ``name`` and keep it stopped until :meth:`start_component` (ClusterError when unknown).
+
+        Its whole process group goes, so a supervised component is not restarted. ``kill``:
+        SIGKILL at once (a crash), instead of SIGTERM and SIGKILL 10 s later.
+        """
+        found = [c for c in self.components if c.name == name and c.process is not None]
+        if not found:
+            raise ClusterError(f"no component {name!r} of cluster {self.name!r} runs from this process")
+        for component in found:
+            assert component.process is not None
+            if kill:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(component.process.pid, signal.SIGKILL)
+            else:
+                stop_process_group(component.process.pid, component.argv[0])
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                component.process.wait(timeout=10)
+        self.components = [c for c in self.components if c not in found]
+        with supervisor.locked_state(self.state_file) as state:
+            if state is not None:
+                (state.get("components") or {}).pop(name, None)
+
+    def start_component(self, name: str, env: Mapping[str, str] | None = None) -> None:
+        """Start a stopped component again on its ports and wait until it answers; ClusterError otherwise.
+
+        ``kube-apiserver``, ``webhook``, ``extender`` or a controller: ``controller``, or another
+        replica ``controller-<suffix>`` (its own metrics port, the same Lease: a standby).
+        ``env``: extra ``GROUPLESS_*`` variables of a controller (the EC2 endpoint of a fault proxy).
+        """
+        if any(c.name == name and c.process is not None and c.process.poll() is None for c in self.components):
+            raise ClusterError(f"component {name!r} of cluster {self.name!r} is already running")
+        starters: dict[str, Callable[[], None]] = {
+            "kube-apiserver": self._start_apiserver, "webhook": self._start_webhook, "extender": self._start_extender,
+        }
+        if name in starters:
+            starters[name]()
+        elif name == "controller" or name.startswith("controller-"):
+            self._start_controller(name, env)
+        else:
+            raise ClusterError(f"cannot start component {name!r}: expected kube-apiserver, webhook, extender "
+                               "or controller[-<suffix>]")
+
     # ----- process plumbing ---------------------------------------------------------------
     def _spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
                supervised: bool = False) -> Component:
@@ -591,10 +642,12 @@ class LocalCluster:
         env.update(s.controller_env)
         return env
 
-    def _start_controller(self) -> None:
-        component = self._spawn("controller", self._groupless("controller"), env=self.controller_environment(),
-                                supervised=True)
-        url = f"http://127.0.0.1:{self.ports['controller-metrics']}/healthz"
+    def _start_controller(self, name: str = "controller", env: Mapping[str, str] | None = None) -> None:
+        metrics = f"{name}-metrics"
+        port = self.ports.setdefault(metrics, free_port())
+        environment = {**self.controller_environment(), **(env or {}), "GROUPLESS_LISTEN_ADDRESS": f"127.0.0.1:{port}"}
+        component = self._spawn(name, self._groupless("controller"), env=environment, supervised=True)
+        url = f"http://127.0.0.1:{port}/healthz"
         self._wait(component, lambda: self._http_ok(url), "/healthz answers ok")
 
     def scheduler_config(self, with_extender: bool) -> dict[str, Any]:

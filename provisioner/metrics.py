@@ -102,6 +102,14 @@ NODES_TERMINATED = Counter(
 )
 """Nodes whose instance was terminated and Node object removed, by reason."""
 
+ORPHAN_INSTANCES = Counter(
+    "groupless_orphan_instances_total",
+    "Instances found without a Node (a launch that ended before its Node was written), by outcome: "
+    "adopted (its Node written from the instance's tags) or terminated (no Provisioner could own it).",
+    ["provisioner", "outcome"],
+)
+"""Instances adoption wrote a Node for or terminated, by Provisioner ("" when untagged) and outcome."""
+
 EVICTIONS = Counter(
     "groupless_evictions_total",
     "Eviction API calls made while draining nodes, by outcome "
@@ -331,7 +339,7 @@ def time_call(histogram: Histogram, **labels: Any) -> Iterator[dict[str, str]]:
 #: Every metric of this module, for the docs test and for ``/metrics`` smoke checks.
 ALL_METRICS = (
     BATCH_SIZE, BATCH_DURATION, SOLVE_DURATION, PODS_NOMINATED, LAUNCH_ERRORS, NODES_LAUNCHED,
-    NODES_TERMINATED, EVICTIONS, CLOUDPROVIDER_DURATION, EXTENDER_DURATION, WEBHOOK_DURATION,
+    NODES_TERMINATED, ORPHAN_INSTANCES, EVICTIONS, CLOUDPROVIDER_DURATION, EXTENDER_DURATION, WEBHOOK_DURATION,
     PROVISIONER_USAGE, PROVISIONER_LIMIT, PROVISIONER_USAGE_RATIO, NODE_ALLOCATABLE, NODE_REQUESTED,
 )
 

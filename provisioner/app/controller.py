@@ -1,10 +1,11 @@
 """``groupless controller``: every controller in one leader-elected process.
 
-What runs once this replica holds the Lease: the provisioning controller (batcher, solver,
+What runs once this replica holds the Lease: adoption of the instances launched without a Node
+(once the cache has synced, before anything else), the provisioning controller (batcher, solver,
 launches), the lifecycle controllers (initialization, expiration, emptiness, termination,
 garbage collection, Provisioner deletion, counter) behind one work queue, and a periodic
 resync. What runs on every replica: the cluster state cache (an informer per kind, so a standby
-takes over with a warm cache), ``/healthz``, ``/readyz`` and ``/metrics`` on
+takes over with a warm cache) and the instance types fetched ahead, ``/healthz``, ``/readyz`` and ``/metrics`` on
 ``--listen-address``, and, with ``--extender-address``, the scheduler extender over that cache. A replica that loses the
 Lease exits (as Karpenter's does) so that it restarts clean as a candidate.
 
@@ -143,6 +144,21 @@ class ControllerProcess:
 
         self._untrack_metrics = metrics.track_cluster_state(self.state)
 
+    def warm_instance_types(self) -> None:
+        """On every replica, once the cache has synced: fetch each Provisioner's instance types, in the background.
+
+        A cloud provider builds its catalog lazily (EC2: seconds, more on a busy machine), and a
+        new leader needs it at once, for adoption and its first round: a standby, or a replica
+        restarted while it waits for the Lease, has it ready.
+        """
+        def warm() -> None:
+            while not self.stop.is_set() and not self.state.wait_synced(1.0):
+                pass
+            if not self.stop.is_set():
+                self.provisioning.warm_up()
+
+        threading.Thread(target=warm, name="warm-instance-types", daemon=True).start()
+
     def serve_extender(self) -> None:
         """Serve the scheduler extender from this process's cache when ``--extender-address`` is set."""
         address = self.settings.serving.extender_address
@@ -161,7 +177,10 @@ class ControllerProcess:
             if self.stop.is_set():
                 return
             log.info("Waiting for the cluster state to sync")
-        log.info("Cluster state synced; starting controllers")
+        log.info("Cluster state synced; adopting instances launched without a node, then starting controllers")
+        # Before any worker: garbage collection must not race adoption for an old orphan, and the
+        # first provisioning round must count the adopted nodes as capacity on its way.
+        self.provisioning.adopt()
         self.threads += self.manager.run_workers(self.stop)
         resync = threading.Thread(target=resync_loop, args=(self.manager, self.stop, self.settings.resync_seconds),
                                   name="resync", daemon=True)
@@ -185,6 +204,7 @@ class ControllerProcess:
         self.health_server, _ = serve_health(self.settings.serving.listen_address, self.healthy, self.ready)
         log.info("Serving /healthz, /readyz and /metrics on %s", self.settings.serving.listen_address)
         self.start_cache()
+        self.warm_instance_types()
         self.serve_extender()
         election = self.settings.leader_election
         if election.enabled:

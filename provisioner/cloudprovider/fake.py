@@ -14,6 +14,11 @@ the model):
   so ``get_instance_types`` then reports them with ``available=False``;
 - ``delete`` of an unknown or terminated instance is success; ``get`` of one raises
   :class:`NotFoundError`; ``list`` returns live machines sorted by provider ID;
+- a launched machine carries what the AWS provider reads back from its instance's tags
+  (:func:`~provisioner.cloudprovider.launchrecord.launch_tags`, read with
+  :func:`~provisioner.cloudprovider.launchrecord.read_launch_tags`: Provisioner, node request,
+  launch record), and ``create`` raises ConfigurationError for a record too long for them, as
+  the AWS provider does;
 - every call is recorded (``calls`` in order, and per method lists), and a test can make the
   next call of a method fail (``next_error`` for ``create``, ``next_delete_error``,
   ``next_get_error``, ``next_list_error``, ``next_instance_types_error``).
@@ -38,6 +43,7 @@ from provisioner.cloudprovider.kubelet import (
     SYSTEM_RESERVED_MEMORY_BYTES,
     kube_reserved_cpu_milli,
 )
+from provisioner.cloudprovider.launchrecord import launch_tags, read_launch_tags
 from provisioner.cloudprovider.offerings import (
     OfferingKey,
     UnavailableOfferings,
@@ -312,7 +318,8 @@ class FakeCloudProvider:
         """Launch (in memory) one instance for ``request``; a live one with the same id is returned as is.
 
         Raises whatever ``next_error`` holds (once), InsufficientCapacityError when every
-        allowed offering is in ``insufficient_capacity``, LaunchError when there are no options.
+        allowed offering is in ``insufficient_capacity``, LaunchError when there are no options,
+        ConfigurationError when the launch record does not fit in the instance's tags.
         """
         with self._lock:
             self._record("create", request, self.create_calls, "next_error")
@@ -389,6 +396,8 @@ class FakeCloudProvider:
         instance_id = "i-" + hashlib.sha256(f"fake-{n}".encode()).hexdigest()[:17]
         name = f"ip-10-0-{n // 250}-{n % 250 + 1}.{self.region}.compute.internal"
         labels = launch_labels(instance_type, offering)
+        tags = launch_tags(request)
+        provisioner, request_id, record = read_launch_tags(tags)
         machine = Machine(
             provider_id=f"aws:///{offering.zone}/{instance_id}",
             instance_id=instance_id,
@@ -399,17 +408,11 @@ class FakeCloudProvider:
             labels=labels,
             state="running",
             launch_time=rfc3339(self.clock.now()),
-            node_request_id=request.id,
-            provisioner_name=request.provisioner.name,
+            node_request_id=request_id,
+            provisioner_name=provisioner,
+            record=record,
         )
-        self._instances[machine.provider_id] = FakeInstance(
-            machine,
-            request.id,
-            tags={
-                wk.PROVISIONER_NAME: request.provisioner.name,
-                wk.NODE_REQUEST_TAG: request.id,
-            },
-        )
+        self._instances[machine.provider_id] = FakeInstance(machine, request.id, tags=tags)
         self.launches.append(machine)
         return machine
 

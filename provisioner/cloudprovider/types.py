@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 
 from provisioner.api.types import Provisioner
 from provisioner.model.requirements import Requirements
+from provisioner.model.taints import Taint
 from provisioner.scheduling.instancetypes import InstanceType
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,23 @@ class NodeRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class LaunchRecord:
+    """What a launch asked of its node, kept with the instance so that a restarted controller can write the Node.
+
+    The controller creates the Node right after the instance; if it dies (or the API refuses)
+    in between, the instance carries this record (EC2: its tags, written by CreateFleet in the
+    same call that launches it; :mod:`provisioner.cloudprovider.launchrecord`), and adoption
+    builds the Node from it. ``labels``: the request's labels except those the instance itself
+    decides (zone, instance type, capacity type, arch, os, hostname, the Provisioner's name,
+    the instance-type labels); ``taints``: the taints the node registers with (the plan's and
+    the Provisioner's startup taints).
+    """
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Machine:
     """A launched instance.
 
@@ -47,7 +65,9 @@ class Machine:
     provider); ``name`` is the Node name to use (the lowercase private DNS name); ``labels``
     are the well-known labels the instance implies (instance type, zone, capacity type, arch,
     os); ``annotations`` are what the provider needs on the Node (kwok's
-    ``kwok.x-k8s.io/node``); ``launch_time`` is RFC3339 when known.
+    ``kwok.x-k8s.io/node``); ``launch_time`` is RFC3339 when known. ``node_request_id`` and
+    ``provisioner_name`` are the launch's tags (None when the instance has none); ``record``
+    the rest of what the launch asked of its node (None when the instance carries no record).
     """
 
     provider_id: str
@@ -62,6 +82,7 @@ class Machine:
     node_request_id: str | None = None
     provisioner_name: str | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
+    record: LaunchRecord | None = None
 
 
 class CloudProviderError(Exception):
@@ -116,7 +137,10 @@ class CloudProvider(Protocol):
         ...
 
     def list(self) -> MachineList:
-        """Every live (not terminated) instance this cluster launched, found by tags."""
+        """Every live (not terminated) instance launched for this cluster, found by tags.
+
+        Including those whose launch record names no Provisioner: adoption terminates them.
+        """
         ...
 
 

@@ -11,8 +11,11 @@ a Node that will never be Ready again. Karpenter v0.6.3 had neither check; later
 * a Node of ours whose instance is gone (confirmed by ``CloudProvider.get``) is deleted
   through the termination path.
 
-The grace covers the normal gap between launch and Node creation. An instance whose launch
-time is unknown is aged from the first time this process saw it.
+The grace covers the normal gap between launch and Node creation. Before that, adoption
+(:mod:`provisioner.controllers.provisioning.adoption`) writes the Node of such an instance from
+its tags when a controller starts leading or a launch may have left one, or terminates it at once
+when nobody can own it; what reaches the grace here is what adoption could not settle. An
+instance whose launch time is unknown is aged from the first time this process saw it.
 """
 
 from __future__ import annotations

@@ -69,19 +69,25 @@ class FleetResult:
     errors: tuple[FleetError, ...]
 
 
-def client_token(request_id: str, capacity_type: str, overrides: Sequence[Override]) -> str:
+def client_token(
+    request_id: str, capacity_type: str, overrides: Sequence[Override], spent: Sequence[str] = ()
+) -> str:
     """A CreateFleet ``ClientToken`` (<= 64 ASCII chars) from the node request and the exact overrides.
 
     The same request retried with the same overrides gets the same token, so EC2 returns the
     first answer instead of launching again; a retry with different overrides (after
     insufficient capacity shrank them) gets a new token, since EC2 would otherwise reject it
     with IdempotentParameterMismatch. The live-instance tag look-up guards that case.
+    ``spent``: the instance IDs earlier tokens of this request returned that are terminated now
+    (EC2 answers a token with its first instance even after that instance is gone), oldest
+    first; each gives a new token, the same on every retry.
     """
     material = json.dumps(
         [
             request_id,
             capacity_type,
             sorted((o.launch_template, o.instance_type, o.zone, o.subnet_id) for o in overrides),
+            *([list(spent)] if spent else []),
         ],
         separators=(",", ":"),
     )
@@ -93,12 +99,13 @@ def build_create_fleet_input(
     capacity_type: str,
     overrides: Sequence[Override],
     tags: Mapping[str, str],
+    spent: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The keyword arguments of ``ec2.create_fleet`` for one node.
 
     ``overrides`` in preference order (cheapest first), the first :data:`MAX_OVERRIDES` kept;
     templates keep the order of their first override. ``tags`` go on the instance, its volumes
-    and the fleet.
+    and the fleet. ``spent``: see :func:`client_token`.
     """
     overrides = list(overrides)[:MAX_OVERRIDES]
     by_template: dict[str, list[dict[str, str]]] = {}
@@ -109,7 +116,7 @@ def build_create_fleet_input(
     tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
     request: dict[str, Any] = {
         "Type": "instant",
-        "ClientToken": client_token(request_id, capacity_type, overrides),
+        "ClientToken": client_token(request_id, capacity_type, overrides, spent),
         "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": capacity_type},
         "LaunchTemplateConfigs": [
             {

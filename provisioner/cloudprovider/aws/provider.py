@@ -16,10 +16,16 @@ Idempotency of ``create``: before launching, instances tagged
 ``groupless.dev/node-request=<id>`` (and owned by this cluster) that are pending or running are
 looked up and returned; the CreateFleet ``ClientToken`` is derived from the request and its
 overrides. moto ignores ClientToken, so the look-up is what the tests exercise.
+
+Tags: every instance carries :func:`~provisioner.cloudprovider.launchrecord.launch_tags` (its
+Provisioner, node request and launch record: what a restarted controller needs to write its
+Node) and ``kubernetes.io/cluster/<cluster>=owned`` + ``groupless.dev/cluster=<cluster>``, which
+:meth:`AWSCloudProvider.list` selects by.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -55,6 +61,7 @@ from provisioner.cloudprovider.aws.launchtemplates import (
 from provisioner.cloudprovider.aws.pricing import PricingProvider, pricing_region
 from provisioner.cloudprovider.aws.settings import AWSSettings
 from provisioner.cloudprovider.aws.userdata import make_bootstrap, user_data
+from provisioner.cloudprovider.launchrecord import launch_tags, read_launch_tags
 from provisioner.cloudprovider.offerings import (
     UnavailableOfferings,
     candidates,
@@ -80,6 +87,10 @@ T = TypeVar("T")
 
 #: Instance states that count as "this node exists".
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
+#: Instance states of an instance that is going or gone.
+GONE_STATES = ("shutting-down", "terminated")
+#: How many terminated instances one create may get back from CreateFleet before it gives up.
+MAX_SPENT_TOKENS = 3
 
 
 class RawCatalog:
@@ -430,24 +441,46 @@ class AWSCloudProvider:
             for c in cheapest_first(chosen)
             if c.instance_type.name in templates
         ]
-        tags = self._instance_tags(request)
-        fleet_input = build_create_fleet_input(request.id, capacity_type, overrides, tags)
-        try:
-            response = self._call("creating fleet", lambda: self._ec2.create_fleet(**fleet_input))
-        except NotFoundError as error:  # a launch template was deleted behind our back
-            self.launch_templates.forget()
-            raise LaunchError(
-                f"creating fleet for node request {request.id}: {error}; retry re-creates it"
-            ) from error
-        result = parse_create_fleet_output(response, capacity_type, {s.subnet_id: s.zone for s in subnets})
-        instance = self._first_instance(request, result)
-        self._record_launch(instance.instance_id, instance.instance_type, templates)
-        machine = self._describe_launched(instance.instance_id, request)
+        machine = self._fleet(request, capacity_type, overrides, templates, {s.subnet_id: s.zone for s in subnets})
         launched_type = next((t for t in options if t.name == machine.instance_type), None)
         if launched_type is not None:  # the shape labels (karpenter.k8s.aws/instance-*) and arch, os
             implied = {wk.ARCH: launched_type.arch, wk.OS: launched_type.os, **dict(launched_type.labels)}
             machine = replace(machine, labels={**implied, **machine.labels})
         return machine
+
+    def _fleet(self, request: NodeRequest, capacity_type: str, overrides: list[Override],
+               templates: Mapping[str, str], subnet_zones: Mapping[str, str]) -> Machine:
+        """CreateFleet for ``request`` and its described instance.
+
+        An answer naming an instance that is already shutting down or terminated comes from a
+        token an earlier launch of this request spent (its instance was terminated: its Node
+        could not be written), since EC2 answers a ClientToken with its first instance even after
+        that instance is gone; the launch is sent again with a token that names the spent
+        instances (:func:`~provisioner.cloudprovider.aws.fleet.client_token`), at most
+        :data:`MAX_SPENT_TOKENS` times.
+        """
+        tags = self._instance_tags(request)
+        spent: list[str] = []
+        while True:
+            fleet_input = build_create_fleet_input(request.id, capacity_type, overrides, tags, spent)
+            try:
+                response = self._call("creating fleet", functools.partial(self._ec2.create_fleet, **fleet_input))
+            except NotFoundError as error:  # a launch template was deleted behind our back
+                self.launch_templates.forget()
+                raise LaunchError(
+                    f"creating fleet for node request {request.id}: {error}; retry re-creates it"
+                ) from error
+            instance = self._first_instance(request, parse_create_fleet_output(response, capacity_type, subnet_zones))
+            self._record_launch(instance.instance_id, instance.instance_type, templates)
+            machine = self._describe_launched(instance.instance_id, request)
+            if machine is not None:
+                return machine
+            spent.append(instance.instance_id)
+            if len(spent) > MAX_SPENT_TOKENS:
+                raise LaunchError(f"creating fleet for node request {request.id} returned only terminated "
+                                  f"instances: {', '.join(spent)}")
+            log.info("CreateFleet answered node request %s with terminated instance %s (launched for it before); "
+                     "launching with a new token", request.id, instance.instance_id)
 
     def delete(self, provider_id: str) -> None:
         """Terminate the instance; already gone (or not an AWS ID) is success. Raises LaunchError."""
@@ -467,21 +500,37 @@ class AWSCloudProvider:
     def get(self, provider_id: str) -> Machine:
         """The instance; NotFoundError when it does not exist or is terminated."""
         _, instance_id = parse_provider_id(provider_id)
-        response = self._call(
-            f"describing instance {instance_id}",
-            lambda: self._ec2.describe_instances(InstanceIds=[instance_id]),
-        )
+        instance = self._describe(instance_id)
+        if instance is None:
+            raise NotFoundError(f"instance {instance_id} not found")
+        if instance.get("State", {}).get("Name") == "terminated":
+            raise NotFoundError(f"instance {instance_id} is terminated")
+        return self.machine_from_instance(instance)
+
+    def _describe(self, instance_id: str) -> Mapping[str, Any] | None:
+        """The DescribeInstances item of ``instance_id``; None when EC2 does not know it (yet). Raises LaunchError."""
+        try:
+            response = self._call(
+                f"describing instance {instance_id}",
+                lambda: self._ec2.describe_instances(InstanceIds=[instance_id]),
+            )
+        except NotFoundError:
+            return None
         for reservation in response.get("Reservations", []):
             for instance in reservation.get("Instances", []):
-                if instance.get("State", {}).get("Name") == "terminated":
-                    raise NotFoundError(f"instance {instance_id} is terminated")
-                return self.machine_from_instance(instance)
-        raise NotFoundError(f"instance {instance_id} not found")
+                return dict(instance)
+        return None
 
     def _live_instances(self) -> list[dict[str, Any]]:
+        """Live instances tagged ``groupless.dev/cluster=<cluster>`` and owned by the cluster.
+
+        Not only those with a Provisioner tag: an instance of ours without one is an orphan to
+        terminate. Not every ``kubernetes.io/cluster/<cluster>=owned`` instance either: node
+        groups of other tools carry that tag too.
+        """
         filters = [
             {"Name": f"tag:kubernetes.io/cluster/{self.settings.cluster_name}", "Values": ["owned"]},
-            {"Name": "tag-key", "Values": [wk.PROVISIONER_NAME]},
+            {"Name": f"tag:{GROUPLESS_CLUSTER_TAG}", "Values": [self.settings.cluster_name]},
             {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
         ]
 
@@ -495,7 +544,7 @@ class AWSCloudProvider:
         return self._call("listing instances", describe)
 
     def list(self) -> MachineList:
-        """Live instances owned by this cluster and launched for a Provisioner, sorted by provider ID."""
+        """Live instances Groupless launched for this cluster (see ``_live_instances``), sorted by provider ID."""
         return sorted(
             (self.machine_from_instance(i) for i in self._live_instances()), key=lambda m: m.provider_id
         )
@@ -549,13 +598,12 @@ class AWSCloudProvider:
         tags = {"Name": f"{wk.PROVISIONER_NAME}/{provisioner.name}"}
         if provisioner.spec.provider is not None:
             tags.update(provisioner.spec.provider.tags_map)  # user tags win over Name (v0.6.3)...
-        # ...but not over the tags list(), the idempotency look-up and garbage collection rely on.
+        # ...but not over the tags list(), the idempotency look-up, adoption and garbage collection rely on.
+        tags.update(launch_tags(request))
         tags.update(
             {
-                wk.PROVISIONER_NAME: provisioner.name,
                 f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
                 GROUPLESS_CLUSTER_TAG: self.settings.cluster_name,
-                wk.NODE_REQUEST_TAG: request.id,
             }
         )
         return tags
@@ -671,14 +719,17 @@ class AWSCloudProvider:
             f"creating fleet for node request {request.id} launched nothing: {described or 'no errors'}"
         )
 
-    def _describe_launched(self, instance_id: str, request: NodeRequest) -> Machine:
-        """DescribeInstances until the instance has a private DNS name (``describe_attempts`` tries)."""
+    def _describe_launched(self, instance_id: str, request: NodeRequest) -> Machine | None:
+        """DescribeInstances until the instance has a private DNS name (``describe_attempts`` tries).
+
+        None when it is shutting down or terminated already: the answer was an earlier launch's.
+        """
         last: Machine | None = None
         for attempt in range(max(1, self.settings.describe_attempts)):
-            try:
-                machine = self.get(f"aws:///unknown/{instance_id}")
-            except NotFoundError:
-                machine = None  # eventual consistency: a new ID may not be visible yet
+            instance = self._describe(instance_id)  # None: eventual consistency, a new ID may not be visible yet
+            if instance is not None and instance.get("State", {}).get("Name") in GONE_STATES:
+                return None
+            machine = self.machine_from_instance(instance) if instance is not None else None
             if machine is not None:
                 last = machine
                 if machine.name:
@@ -725,6 +776,7 @@ class AWSCloudProvider:
         if arch:
             labels[wk.ARCH] = arch
         launch_time = instance.get("LaunchTime")
+        provisioner, request_id, record = read_launch_tags(tags)
         return Machine(
             provider_id=f"aws:///{zone}/{instance_id}",
             instance_id=instance_id,
@@ -735,8 +787,9 @@ class AWSCloudProvider:
             labels=labels,
             state=str(instance.get("State", {}).get("Name", "")),
             launch_time=rfc3339(launch_time.timestamp()) if isinstance(launch_time, datetime) else None,
-            node_request_id=tags.get(wk.NODE_REQUEST_TAG),
-            provisioner_name=tags.get(wk.PROVISIONER_NAME),
+            node_request_id=request_id,
+            provisioner_name=provisioner,
+            record=record,
         )
 
 

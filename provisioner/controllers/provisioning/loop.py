@@ -15,7 +15,9 @@ launcher's pool, so the bound is generous (16): a round on a slow cloud takes mi
 on a loaded moto server: 100-200 s), and while every slot is taken the next window waits. The expiration
 controller asks for replacement capacity through :meth:`ProvisioningController.replace`.
 Before the first batch, and for each Provisioner created later, the instance types are fetched
-ahead (:meth:`ProvisioningController.warm_up`).
+ahead (:meth:`ProvisioningController.warm_up`). A round first adopts the instances launched
+without a Node when adoption is due (:mod:`~provisioner.controllers.provisioning.adoption`:
+before a leader's first round, and after a launch that may have left one).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from provisioner import metrics
 from provisioner.api.types import Provisioner
 from provisioner.clock import Clock
 from provisioner.cloudprovider.types import CloudProvider, LoggingCloudProvider
+from provisioner.controllers.provisioning.adoption import Adoption, AdoptionResult
 from provisioner.controllers.provisioning.batcher import Batch, Batcher
 from provisioner.controllers.provisioning.inputs import SolverInputs
 from provisioner.controllers.provisioning.launcher import Launcher
@@ -88,7 +91,8 @@ class ProvisioningController:
         batching = self.settings.batching
         self.batcher = Batcher(clock, batching.idle_seconds, batching.max_seconds, batching.max_pods)
         self.ledger = InFlightLedger(nominated_on=_nominated_on)
-        self.launcher = Launcher(api, self.cloud, clock, self.settings,
+        self.adoption = Adoption(api, self.cloud, clock, recorder, self.ledger, self.settings.nodes)
+        self.launcher = Launcher(api, self.adoption.watch(self.cloud), clock, self.settings,
                                  awaits_capacity=lambda uid: awaits_capacity(state.pod(uid)))
         self.provisioner = NodeProvisioner(
             api,
@@ -249,6 +253,7 @@ class ProvisioningController:
             return done
         with self.provisioner.solving:  # no other solve between this snapshot and this round's launches
             snapshot = self.state.snapshot()
+            self.adoption.adopt_if_due(snapshot)
             pods = self.provisioner.provisionable(snapshot)
             if batch is not None:
                 if pods:
@@ -258,6 +263,17 @@ class ProvisioningController:
                 else:
                     log.debug("No provisionable pods after a %s window", format_duration(batch.duration))
             return self.provisioner.begin(snapshot, pods)
+
+    def adopt(self) -> AdoptionResult | None:
+        """Adopt the instances launched without a Node (:mod:`~provisioner.controllers.provisioning.adoption`) now.
+
+        The controller process calls it once its cache has synced, before any round; None when
+        the cache is not synced yet (the first round then adopts first).
+        """
+        if not self.state.synced():
+            return None
+        with self.provisioner.solving:
+            return self.adoption.adopt(self.state.snapshot())
 
     def replace(self, pods: Sequence[Object], node_name: str) -> list[str]:
         """The expiration controller's ``Replacer``: capacity for ``pods`` anywhere but ``node_name``.

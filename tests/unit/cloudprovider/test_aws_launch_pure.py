@@ -249,6 +249,12 @@ def test_create_fleet_input():
     )
     assert client_token("req-1", "on-demand", OVERRIDES) != client_token("req-1", "on-demand", OVERRIDES[:2])
     assert client_token("req-1", "on-demand", OVERRIDES) != client_token("req-2", "on-demand", OVERRIDES)
+    # a token whose instance was terminated is spent: the next one names it, the same on every retry
+    spent = client_token("req-1", "on-demand", OVERRIDES, ["i-0dead"])
+    assert spent == client_token("req-1", "on-demand", OVERRIDES, ("i-0dead",))
+    assert spent not in (client_token("req-1", "on-demand", OVERRIDES),
+                         client_token("req-1", "on-demand", OVERRIDES, ["i-0dead", "i-0dead2"]))
+    assert len(spent) <= 64
 
 
 def test_parse_create_fleet_output_uses_subnet_zone_when_missing():
