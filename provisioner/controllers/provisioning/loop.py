@@ -235,8 +235,10 @@ class ProvisioningController:
 
     # ------------------------------------------------------------------ rounds
     def reconcile(self, batch: Batch | None = None) -> ProvisionResult:
-        """One round now, to its end (:meth:`begin`, then wait)."""
-        return self.begin(batch).result()
+        """One round now, to its end (:meth:`begin`, then wait for it and for the nomination writes it started)."""
+        result = self.begin(batch).result()
+        self.provisioner.nominations.flush()
+        return result
 
     def begin(self, batch: Batch | None = None) -> Future[ProvisionResult]:
         """Start one round now: prune ended nominations, then solve for every provisionable pod and launch.
