@@ -61,7 +61,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -612,9 +612,21 @@ class Result:
     batches: list[tuple[int, float]] = field(default_factory=list)
     rounds: list[str] = field(default_factory=list)
     scheduler: SchedulerFigures = field(default_factory=SchedulerFigures)
+    scheduler_settings: dict[str, Any] = field(default_factory=dict)
     profile_samples: int = 0
     profile_own: list[tuple[str, int]] = field(default_factory=list)
     profile_total: list[tuple[str, int]] = field(default_factory=list)
+
+
+def parse_gates(text: str) -> dict[str, bool]:
+    """``"A=true,B=false"`` as kube-scheduler's ``--feature-gates`` reads it ("" is none); ValueError names a bad item."""
+    gates = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        if not name or value.lower() not in ("true", "false"):
+            raise ValueError(f"--scheduler-feature-gates: expected NAME=true|false, got {item!r}")
+        gates[name] = value.lower() == "true"
+    return gates
 
 
 def _wait_for_instance_types(log: LogCursor, seconds: float) -> bool:
@@ -629,7 +641,14 @@ def _wait_for_instance_types(log: LogCursor, seconds: float) -> bool:
 def run(args: argparse.Namespace, say: Callable[[str], None]) -> Result:
     """Start the cluster, run the scale-out, collect the figures, stop the cluster (unless ``--keep``)."""
     result = Result(args.cloud_provider, args.pods, args.hostname_spread, os.getloadavg())
-    cluster = LocalCluster(args.name or f"scale-out-{args.cloud_provider}", Settings(cloud_provider=args.cloud_provider))
+    settings = Settings(cloud_provider=args.cloud_provider)
+    if args.scheduler_feature_gates is not None:
+        settings = replace(settings, scheduler_feature_gates=parse_gates(args.scheduler_feature_gates))
+    if args.percentage_of_nodes_to_score is not None:
+        settings = replace(settings, percentage_of_nodes_to_score=args.percentage_of_nodes_to_score or None)
+    result.scheduler_settings = {"feature_gates": dict(settings.scheduler_feature_gates),
+                                 "percentage_of_nodes_to_score": settings.percentage_of_nodes_to_score}
+    cluster = LocalCluster(args.name or f"scale-out-{args.cloud_provider}", settings)
     if cluster.running():
         raise RuntimeError(f"a local cluster named {cluster.name!r} is running already; stop it or pass --name")
     cluster.up(progress=say, detach=args.keep)  # --keep: the components outlive this process
@@ -723,6 +742,8 @@ def summary(result: Result) -> list[str]:
         f"== scale-out ({mode}) ==",
         f"load average at start {' '.join(f'{x:.2f}' for x in result.load_average_start)}, "
         f"at end {' '.join(f'{x:.2f}' for x in result.load_average_end)} (2 cores, shared machine)",
+        f"kube-scheduler:     feature gates {result.scheduler_settings.get('feature_gates') or 'default'}, "
+        f"percentageOfNodesToScore {result.scheduler_settings.get('percentage_of_nodes_to_score') or 'default'}",
         f"all Running:        {_seconds(result.running_seconds)} ({result.running_pods}/{result.pods} Running at the end)",
         f"first node:         {_seconds(result.first_node_seconds)}; 50 % Running {_seconds(result.half_running_seconds)}; "
         f"90 % Running {_seconds(result.ninety_running_seconds)}",
@@ -794,9 +815,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="sample the controller with py-spy during the scale-out")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    parser.add_argument("--scheduler-feature-gates", default=None, metavar="GATES",
+                        help="kube-scheduler's --feature-gates, e.g. SchedulerAsyncAPICalls=false "
+                        "('' for none; default: the local cluster's)")
+    parser.add_argument("--percentage-of-nodes-to-score", type=int, default=None, metavar="N",
+                        help="kube-scheduler's percentageOfNodesToScore (0: its adaptive default; "
+                        "default: the local cluster's, 100)")
     args = parser.parse_args(argv)
     if args.pods < 2:
         parser.error(f"--pods must be at least 2, got {args.pods}")
+    if args.scheduler_feature_gates is not None:
+        try:
+            parse_gates(args.scheduler_feature_gates)
+        except ValueError as error:
+            parser.error(str(error))
 
     started = time.monotonic()
 

@@ -97,6 +97,19 @@ class Settings:
     #: The controller's cloud provider: ``aws`` (EC2 and SSM on a seeded moto server) or
     #: ``kwok`` (instances are kwok Nodes, no moto; ``provisioner.cloudprovider.kwok``).
     cloud_provider: str = "aws"
+    #: kube-scheduler's ``--feature-gates``. ``SchedulerAsyncAPICalls`` (beta, off by default
+    #: since 1.35.1 because a throttled client could delay bindings; our client is allowed
+    #: 200 QPS) sends a pod's status PATCH after an unschedulable attempt without holding the
+    #: scheduling loop: on a loaded API server that PATCH takes 200+ ms, and a burst of pods
+    #: all fail their first attempt.
+    scheduler_feature_gates: Mapping[str, bool] = field(
+        default_factory=lambda: {"SchedulerAsyncAPICalls": True})
+    #: kube-scheduler's ``percentageOfNodesToScore`` (None: its adaptive default, 5-50 % of
+    #: the nodes, at least 100). The extender keeps a pod nominated to a node off every other
+    #: node, and the extender is asked only about the nodes the search found: a search that
+    #: stops before reaching the nominated node fails the pod, which then waits a back-off.
+    #: 100 searches every node (the in-tree filters take microseconds a node).
+    percentage_of_nodes_to_score: int | None = 100
 
 
 def cache_dir() -> Path:
@@ -655,7 +668,8 @@ class LocalCluster:
 
         The extender's ``urlPrefix`` is pointed at ``https://127.0.0.1:<extender port>`` (keeping
         its path) and its ``tlsConfig`` trusts our CA; the client connection uses the admin
-        kubeconfig; leader election is off (one scheduler).
+        kubeconfig; leader election is off (one scheduler); ``percentageOfNodesToScore`` is the
+        settings' (see :attr:`Settings.percentage_of_nodes_to_score`).
         """
         source = DEPLOY_DIR / "scheduler" / "kube-scheduler-config.yaml"
         config: dict[str, Any] = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
@@ -666,6 +680,8 @@ class LocalCluster:
             **(config.get("clientConnection") or {}), "kubeconfig": str(self.kubeconfig), "qps": 200, "burst": 400,
         }
         config["leaderElection"] = {"leaderElect": False}
+        if self.settings.percentage_of_nodes_to_score is not None:
+            config["percentageOfNodesToScore"] = self.settings.percentage_of_nodes_to_score
         extenders = []
         if with_extender:
             ca_data = base64.b64encode(self.pki.ca.cert.read_bytes()).decode()
@@ -684,6 +700,13 @@ class LocalCluster:
             config.pop("extenders", None)
         return config
 
+    def scheduler_flags(self) -> list[str]:
+        """kube-scheduler's flags beyond the configuration file: ``--feature-gates`` from the settings."""
+        gates = self.settings.scheduler_feature_gates
+        if not gates:
+            return []
+        return ["--feature-gates=" + ",".join(f"{name}={str(on).lower()}" for name, on in sorted(gates.items()))]
+
     def _start_scheduler(self, with_extender: bool) -> None:
         directory = self.directory / "scheduler"
         directory.mkdir(exist_ok=True)
@@ -698,6 +721,7 @@ class LocalCluster:
             "--bind-address=127.0.0.1", f"--secure-port={port}",
             f"--cert-dir={directory}",
             "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+            *self.scheduler_flags(),
         ])
         url = f"https://127.0.0.1:{port}/healthz"
         self._wait(component, lambda: self._https_ok(url, client_cert=False, verify=False), "/healthz answers ok")
