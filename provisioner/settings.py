@@ -150,6 +150,12 @@ class ControllerSettings:
     """
 
     kubeconfig: str | None = None
+    #: The Kubernetes client's rate limit (client-go's QPS and Burst; Karpenter's
+    #: ``KUBE_CLIENT_QPS``/``KUBE_CLIENT_BURST`` defaults): requests a second, and how many may
+    #: go at once after a quiet spell. A burst of 1,000 pods means ~1,000 Node creations,
+    #: nominations and lifecycle patches within a minute.
+    kube_client_qps: float = 200.0
+    kube_client_burst: int = 300
     cloud_provider: str = "aws"
     aws: AWS = field(default_factory=AWS)
     batching: Batching = field(default_factory=Batching)
@@ -230,6 +236,16 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def _positive(parse: Callable[[str], float]) -> Callable[[str], Any]:
+    def check(text: str) -> Any:
+        value = parse(text.strip())
+        if not value > 0:
+            raise ValueError(f"expected a positive number, got {text!r}")
+        return value
+
+    return check
+
+
 def _optional(text: str) -> str | None:
     return text or None
 
@@ -262,6 +278,10 @@ class _Option:
 _OPTIONS: tuple[_Option, ...] = (
     _Option("kubeconfig", ("kubeconfig",), _optional,
             "kubeconfig file; unset: $KUBECONFIG, then in-cluster config"),
+    _Option("kube_client_qps", ("kube_client_qps",), _positive(float),
+            "Kubernetes API requests a second this process may make (watches excepted)"),
+    _Option("kube_client_burst", ("kube_client_burst",), _positive(int),
+            "Kubernetes API requests this process may make at once above --kube-client-qps"),
     _Option("cluster_name", ("aws", "cluster_name"), str,
             "cluster name: instance tags kubernetes.io/cluster/<name> and user data"),
     _Option("cluster_endpoint", ("aws", "cluster_endpoint"), str, "API server URL written into node user data"),
