@@ -816,8 +816,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     parser.add_argument("--scheduler-feature-gates", default=None, metavar="GATES",
-                        help="kube-scheduler's --feature-gates, e.g. SchedulerAsyncAPICalls=false "
-                        "('' for none; default: the local cluster's)")
+                        help="kube-scheduler's --feature-gates, e.g. SchedulerAsyncAPICalls=true "
+                        "('' for none; default: the local cluster's, none)")
     parser.add_argument("--percentage-of-nodes-to-score", type=int, default=None, metavar="N",
                         help="kube-scheduler's percentageOfNodesToScore (0: its adaptive default; "
                         "default: the local cluster's, 100)")

@@ -98,18 +98,18 @@ def test_scheduler_config_points_the_extender_at_loopback_with_our_ca(
     assert "extenders" not in _local(tmp_path, cluster_pki).scheduler_config(with_extender=False)
 
 
-def test_scheduler_searches_every_node_and_sends_status_patches_asynchronously(
+def test_scheduler_searches_every_node_and_takes_feature_gates_from_the_settings(
     tmp_path: Path, cluster_pki: pki.ClusterPKI
 ) -> None:
     local = _local(tmp_path, cluster_pki)
     assert local.scheduler_config(with_extender=True)["percentageOfNodesToScore"] == 100
-    assert local.scheduler_flags() == ["--feature-gates=SchedulerAsyncAPICalls=true"]
-    plain = LocalCluster("unit", Settings(scheduler_feature_gates={}, percentage_of_nodes_to_score=None),
-                         directory=tmp_path)
-    plain.pki = cluster_pki
-    plain.ports = dict(local.ports)
-    assert "percentageOfNodesToScore" not in plain.scheduler_config(with_extender=True)
-    assert plain.scheduler_flags() == []
+    assert local.scheduler_flags() == []
+    tuned = LocalCluster("unit", Settings(scheduler_feature_gates={"SchedulerAsyncAPICalls": True, "B": False},
+                                          percentage_of_nodes_to_score=None), directory=tmp_path)
+    tuned.pki = cluster_pki
+    tuned.ports = dict(local.ports)
+    assert "percentageOfNodesToScore" not in tuned.scheduler_config(with_extender=True)
+    assert tuned.scheduler_flags() == ["--feature-gates=B=false,SchedulerAsyncAPICalls=true"]
 
 
 def test_webhook_configurations_get_loopback_urls_and_our_ca_bundle(
