@@ -455,6 +455,23 @@ class SchedulerFigures:
     #: kube-scheduler's own API requests (``rest_client_request_duration_seconds``) by verb: count and mean seconds.
     #: Without the SchedulerAsyncAPICalls feature, the status patch of an unschedulable attempt holds its loop.
     api_requests: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: kube-apiserver's ``apiserver_request_total`` of writes, by verb and resource (every client): what loads it.
+    apiserver_writes: dict[str, float] = field(default_factory=dict)
+
+
+def apiserver_writes(after: dict[Any, Histogram], before: dict[Any, Histogram]) -> dict[str, float]:
+    """kube-apiserver's write requests between two scrapes, by ``"VERB resource[/subresource]"``."""
+    writes: dict[str, float] = {}
+    for key, counter in after.items():
+        labels = dict(key[1])
+        if key[0] != "apiserver_request_total" or labels.get("verb") in ("GET", "LIST", "WATCH"):
+            continue
+        observed = difference(counter, before.get(key))["count"]
+        if observed > 0:
+            what = f"{labels.get('verb')} {labels.get('resource')}" + (
+                f"/{labels['subresource']}" if labels.get("subresource") else "")
+            writes[what] = writes.get(what, 0.0) + observed
+    return writes
 
 
 class MetricsReader:
@@ -466,6 +483,8 @@ class MetricsReader:
         self.insecure.check_hostname = False
         self.insecure.verify_mode = ssl.CERT_NONE
         self.trusted = ssl.create_default_context(cafile=str(cluster.pki.ca.cert))
+        self.admin = ssl.create_default_context(cafile=str(cluster.pki.ca.cert))
+        self.admin.load_cert_chain(str(cluster.pki.admin.cert), str(cluster.pki.admin.key))
         self.before: dict[str, dict[Any, Histogram]] = {}
 
     def _scrape_all(self) -> dict[str, dict[Any, Histogram]]:
@@ -477,6 +496,8 @@ class MetricsReader:
         if extender:
             with contextlib.suppress(OSError):
                 result["extender"] = scrape(f"https://127.0.0.1:{extender}/metrics", self.trusted)
+        with contextlib.suppress(OSError):
+            result["apiserver"] = scrape(f"{self.cluster.apiserver_url}/metrics", self.admin)
         return result
 
     def start(self) -> None:
@@ -520,6 +541,7 @@ class MetricsReader:
             requests = delta("rest_client_request_duration_seconds", of_verb(verb))
             if requests["count"] > 0:
                 figures.api_requests[verb] = {"count": requests["count"], "mean": requests["sum"] / requests["count"]}
+        figures.apiserver_writes = apiserver_writes(after.get("apiserver", {}), self.before.get("apiserver", {}))
         extender, extender_before = after.get("extender", {}), self.before.get("extender", {})
         for key, histogram in extender.items():
             if key[0] != "groupless_extender_request_duration_seconds":
@@ -772,6 +794,8 @@ def summary(result: Result) -> list[str]:
     lines.append("scheduling results: " + ", ".join(f"{r} {n:.0f}" for r, n in sorted(s.attempts_by_result.items())))
     lines.append("scheduler API:      " + ", ".join(
         f"{verb} {entry['count']:.0f} x {entry['mean'] * 1000:.0f} ms" for verb, entry in s.api_requests.items()))
+    lines.append("API server writes:  " + ", ".join(
+        f"{what} {n:.0f}" for what, n in sorted(s.apiserver_writes.items(), key=lambda item: -item[1])[:14]))
     lines.append("pods (re)queued by: " + ", ".join(
         f"{e} {n:.0f}" for e, n in sorted(s.retried_by_event.items(), key=lambda item: -item[1])[:12]))
     lines.append(f"extender latency:   {s.extender_mean * 1000:.1f} ms per attempt as kube-scheduler saw it "
