@@ -460,7 +460,7 @@ class SchedulerFigures:
 
 
 def apiserver_writes(after: dict[Any, Histogram], before: dict[Any, Histogram]) -> dict[str, float]:
-    """kube-apiserver's write requests between two scrapes, by ``"VERB resource[/subresource]"``."""
+    """kube-apiserver's write requests between two scrapes, by ``"VERB resource[/subresource]"`` (and the code unless 2xx)."""
     writes: dict[str, float] = {}
     for key, counter in after.items():
         labels = dict(key[1])
@@ -468,8 +468,10 @@ def apiserver_writes(after: dict[Any, Histogram], before: dict[Any, Histogram]) 
             continue
         observed = difference(counter, before.get(key))["count"]
         if observed > 0:
+            code = str(labels.get("code", ""))
             what = f"{labels.get('verb')} {labels.get('resource')}" + (
-                f"/{labels['subresource']}" if labels.get("subresource") else "")
+                f"/{labels['subresource']}" if labels.get("subresource") else "") + (
+                f" ({code})" if code and not code.startswith("2") else "")
             writes[what] = writes.get(what, 0.0) + observed
     return writes
 

@@ -44,6 +44,15 @@ class Batching:
     idle_seconds: float = 1.0
     max_seconds: float = 10.0
     max_pods: int = 2000
+    #: Seconds after its creation that a pod kube-scheduler has not tried yet (no
+    #: ``PodScheduled`` condition) is provisioned for anyway: kube-scheduler is backlogged
+    #: (:func:`provisioner.model.pods.waits_for_first_attempt`). 0: only pods it marked Unschedulable.
+    untried_grace_seconds: float = 5.0
+
+    @property
+    def untried_grace(self) -> float | None:
+        """:attr:`untried_grace_seconds`, None when 0 (off)."""
+        return self.untried_grace_seconds if self.untried_grace_seconds > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +317,9 @@ _OPTIONS: tuple[_Option, ...] = (
             "seconds without a new pending pod that close a batch"),
     _Option("batch_max_duration", ("batching", "max_seconds"), _parse_duration,
             "longest a batch stays open, seconds"),
+    _Option("untried_pod_grace", ("batching", "untried_grace_seconds"), _parse_duration,
+            "seconds after which a pending pod kube-scheduler has not tried yet is provisioned for anyway "
+            "(kube-scheduler is backlogged); 0: only pods it marked Unschedulable"),
     _Option("registration_timeout", ("nodes", "registration_timeout_seconds"), _parse_duration,
             "a node not Ready this many seconds after creation is terminated"),
     _Option("nomination_ttl", ("nodes", "nomination_ttl_seconds"), _parse_duration,

@@ -100,7 +100,8 @@ class ProvisioningController:
             recorder,
             self.settings,
             self.ledger,
-            SolverInputs(clock, self.cloud, self.ledger, recorder, state.node_views, self.settings.nodes.labels),
+            SolverInputs(clock, self.cloud, self.ledger, recorder, state.node_views, self.settings.nodes.labels,
+                         batching.untried_grace),
             self.launcher,
             solver,
             snapshot=state.snapshot,
@@ -132,7 +133,8 @@ class ProvisioningController:
             return
         if kind != "Pod" or event.type == "DELETED":
             return
-        if not_provisionable_reason(event.object) is None:
+        grace = self.settings.batching.untried_grace
+        if not_provisionable_reason(event.object, now=self.clock.now(), untried_grace=grace) is None:
             uid = objects.uid(event.object)
             if self.ledger.covers(uid):
                 return  # capacity is on its way: no new window for it
