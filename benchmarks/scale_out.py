@@ -846,7 +846,7 @@ def main(argv: list[str] | None = None) -> int:
                         "('' for none; default: the local cluster's, none)")
     parser.add_argument("--percentage-of-nodes-to-score", type=int, default=None, metavar="N",
                         help="kube-scheduler's percentageOfNodesToScore (0: its adaptive default; "
-                        "default: the local cluster's, 100)")
+                        "default: the local cluster's, adaptive)")
     args = parser.parse_args(argv)
     if args.pods < 2:
         parser.error(f"--pods must be at least 2, got {args.pods}")

@@ -98,17 +98,15 @@ def test_scheduler_config_points_the_extender_at_loopback_with_our_ca(
     assert "extenders" not in _local(tmp_path, cluster_pki).scheduler_config(with_extender=False)
 
 
-def test_scheduler_searches_every_node_and_takes_feature_gates_from_the_settings(
-    tmp_path: Path, cluster_pki: pki.ClusterPKI
-) -> None:
+def test_scheduler_tuning_comes_from_the_settings(tmp_path: Path, cluster_pki: pki.ClusterPKI) -> None:
     local = _local(tmp_path, cluster_pki)
-    assert local.scheduler_config(with_extender=True)["percentageOfNodesToScore"] == 100
+    assert "percentageOfNodesToScore" not in local.scheduler_config(with_extender=True)
     assert local.scheduler_flags() == []
     tuned = LocalCluster("unit", Settings(scheduler_feature_gates={"SchedulerAsyncAPICalls": True, "B": False},
-                                          percentage_of_nodes_to_score=None), directory=tmp_path)
+                                          percentage_of_nodes_to_score=100), directory=tmp_path)
     tuned.pki = cluster_pki
     tuned.ports = dict(local.ports)
-    assert "percentageOfNodesToScore" not in tuned.scheduler_config(with_extender=True)
+    assert tuned.scheduler_config(with_extender=True)["percentageOfNodesToScore"] == 100
     assert tuned.scheduler_flags() == ["--feature-gates=B=false,SchedulerAsyncAPICalls=true"]
 
 
