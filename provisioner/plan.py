@@ -605,6 +605,8 @@ def run(args: argparse.Namespace) -> int:
         if not inputs.provisioners:
             raise PlanInputError("no Provisioner in the input: nothing could be launched")
         catalog = read_catalog(args, inputs.provisioners, warnings)
+        if getattr(args, "consolidate", False):
+            return _consolidate(inputs, catalog, args.output, warnings)
         plan = solve(build_input(inputs, catalog.instance_types))
     except PlanInputError as error:
         _print_warnings(warnings)
@@ -619,6 +621,21 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(plan_to_json(plan, catalog), indent=2))
     else:
         print(plan_to_table(plan, catalog))
+    return 0
+
+
+def _consolidate(inputs: Inputs, catalog: Catalog, output: str, warnings: list[str]) -> int:
+    """``--consolidate``: consolidation's moves over the Nodes and bound Pods (:mod:`provisioner.plan_consolidation`)."""
+    from provisioner.plan_consolidation import plan_consolidation, to_json, to_table
+
+    result = plan_consolidation(nodes=inputs.nodes, pods=inputs.pods, provisioners=inputs.provisioners,
+                                catalog=catalog.instance_types, daemonsets=inputs.daemonsets, now=time.time())
+    _print_warnings(warnings)
+    if output == "json":
+        print(json.dumps({"region": catalog.region, "priceSource": catalog.price_source, **to_json(result)}, indent=2))
+    else:
+        print(f"Region: {catalog.region} (from {catalog.region_source}); prices: {catalog.price_source}")
+        print(to_table(result))
     return 0
 
 
@@ -680,6 +697,9 @@ def register(subparsers: Any) -> None:
                              "or the AWS profile's)")
     parser.add_argument("--aws-endpoint-url", metavar="URL",
                         help="EC2 endpoint to read the catalog from (for example a moto server); needs credentials")
+    parser.add_argument("--consolidate", action="store_true",
+                        help="print what consolidation would do with the given Nodes and the Pods bound to them, "
+                             "move after move, and what it would save (docs/consolidation.md)")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
                         help="table (default) or json: {region, priceSource, estimatedPrices, nodes, existing, "
                              "unschedulable, totalPricePerHour}")
