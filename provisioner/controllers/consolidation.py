@@ -45,6 +45,7 @@ from provisioner.cloudprovider.types import CloudProviderError
 from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
 from provisioner.kube.api import ApiError, ConflictError, NotFoundError, Object
+from provisioner.model import objects as model_objects
 from provisioner.model import replacements
 from provisioner.model.labels import DISRUPTED_TAINT_KEY
 from provisioner.scheduling.consolidation import Candidate, Move, decide, evaluate, max_disrupted
@@ -111,6 +112,7 @@ class ConsolidationController:
         self.stability = Stability()
         self.pending: PendingMove | None = None
         self._reported: dict[str, str] = {}
+        self._idle: object = None  # what the cluster looked like at the last pass that found no move
 
     # ------------------------------------------------------------------ the loop
     def run(self, stop: threading.Event) -> None:
@@ -143,6 +145,15 @@ class ConsolidationController:
             if given is not None:
                 self._validate_and_act(pending, given, views)
             return interval
+        settled = frozenset(n for n, since in stable.items() if now >= since + self.settings.settle_seconds)
+        key = (settled,
+               frozenset((name, pod_fingerprint(v), v.marked_for_deletion, v.ready, v.launching)
+                         for name, v in views.items()),
+               frozenset(model_objects.uid(p) for p in snapshot.pending_pods),
+               frozenset((name, p.resource_version) for name, p in snapshot.provisioners.items()),
+               frozenset(model_objects.resource_version(b) for b in snapshot.pdbs))
+        if key == self._idle:
+            return interval  # nothing changed since a pass that found no move
         given = self._input(snapshot, views, stable, now)
         if given is None:
             return interval
@@ -153,7 +164,9 @@ class ConsolidationController:
         self._report(given, decision.refused, budget, views)
         move = decision.move
         if move is None:
+            self._idle = key
             return interval
+        self._idle = None
         log.info("Consolidation found: %s; re-validating in %gs", move.describe(), self.settings.validation_seconds)
         self.pending = PendingMove(move, {n: pod_fingerprint(views[n]) for n in move.nodes}, now)
         if self.settings.validation_seconds <= 0:
