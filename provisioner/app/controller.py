@@ -134,6 +134,7 @@ class ControllerProcess:
         self.consolidation = ConsolidationController(
             self.ctx, self.state, settings.consolidation, replacer=self.provisioning.replace_nodes,
             in_flight=lambda: ledger.in_flight().keys(), launching=lambda: launching_provisioners(ledger),
+            reserved=lambda snapshot, names: ledger.reserved(names, snapshot),
             node_labels=settings.nodes.labels,
         )
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"

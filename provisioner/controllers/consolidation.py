@@ -48,6 +48,7 @@ from provisioner.kube.api import ApiError, ConflictError, NotFoundError, Object
 from provisioner.model import objects as model_objects
 from provisioner.model import replacements
 from provisioner.model.labels import DISRUPTED_TAINT_KEY
+from provisioner.model.resources import Resources
 from provisioner.scheduling.consolidation import Candidate, Move, decide, evaluate, max_disrupted
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.settings import Consolidation as ConsolidationSettings
@@ -91,7 +92,8 @@ class ConsolidationController:
     """Decides and starts consolidation moves; see the module docstring.
 
     ``in_flight``: pods the provisioning controller is launching for; ``launching``:
-    Provisioners whose launches are running (both from its in-flight ledger). ``node_labels``:
+    Provisioners whose launches are running; ``reserved(snapshot, node names)``: room promised
+    per node to the pods of nodes being replaced (all three from its in-flight ledger). ``node_labels``:
     the settings' labels for every launched node.
     """
 
@@ -101,6 +103,7 @@ class ConsolidationController:
                  replacer: NodesReplacer | None = None,
                  in_flight: Callable[[], Collection[str]] = lambda: (),
                  launching: Callable[[], Collection[str]] = lambda: (),
+                 reserved: Callable[[Snapshot, Collection[str]], Mapping[str, Resources]] = lambda s, n: {},
                  node_labels: Mapping[str, str] | None = None) -> None:
         self.ctx = ctx
         self.state = state
@@ -108,6 +111,7 @@ class ConsolidationController:
         self.replacer = replacer
         self.in_flight = in_flight
         self.launching = launching
+        self.reserved = reserved
         self.node_labels = dict(node_labels or {})
         self.stability = Stability()
         self.pending: PendingMove | None = None
@@ -192,7 +196,7 @@ class ConsolidationController:
         return consolidation_input(
             snapshot, views, self.instance_types(provisioners), now=now, stable_since=stable,
             settle_seconds=self.settings.settle_seconds, in_flight=self.in_flight(), launching=self.launching(),
-            node_labels=self.node_labels,
+            reserved=self.reserved(snapshot, list(views)), node_labels=self.node_labels,
         )
 
     # ------------------------------------------------------------------ reporting

@@ -6,7 +6,8 @@ settle period of v1's ``consolidateAfter``. A node is a **candidate** when it is
 * managed by a Provisioner with ``spec.consolidation.enabled`` (not being deleted);
 * Ready and initialised (no ``karpenter.sh/not-ready``, ephemeral or startup taint left);
 * not marked for deletion (being deleted, or tainted ``karpenter.sh/disrupted``) and not
-  holding nominations (pods on their way to it);
+  holding nominations (pods on their way to it), nor launched to replace a node that still
+  exists (its pods are on their way: :mod:`provisioner.model.replacements`);
 * not annotated ``karpenter.sh/do-not-consolidate: "true"``;
 * without a pod that cannot be evicted now: annotated ``karpenter.sh/do-not-evict: "true"``,
   without a controller, or selected by a PodDisruptionBudget that allows no disruption (or by
@@ -32,10 +33,11 @@ from dataclasses import dataclass, field
 
 from provisioner.kube.api import Object
 from provisioner.kube.selectors import selector_matches
-from provisioner.model import objects
+from provisioner.model import objects, replacements
 from provisioner.model.disruption import disruptions_allowed, do_not_consolidate, eviction_blocker
 from provisioner.model.labels import DO_NOT_CONSOLIDATE_ANNOTATION
 from provisioner.model.pods import is_daemonset_pod, is_deleting, is_static_pod, is_terminal
+from provisioner.model.resources import Resources
 from provisioner.scheduling.consolidation import Candidate, utilization
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.pods import pod_from_manifest, tolerates_all
@@ -163,10 +165,15 @@ def _pending_blocks(snapshot: Snapshot, views: Mapping[str, StateNode], now: flo
 
 def candidate_reason(view: StateNode, now: float, stable_since: float | None, settle_seconds: float,
                      budgets: Sequence[tuple[str, Mapping[str, object] | None, str, int]],
-                     pods: Mapping[str, WireObject]) -> str | None:
-    """Why a node of a consolidating Provisioner is not a candidate now (see the module docstring); None when it is."""
+                     pods: Mapping[str, WireObject], replaced: Sequence[str] = ()) -> str | None:
+    """Why a node of a consolidating Provisioner is not a candidate now (see the module docstring); None when it is.
+
+    ``replaced``: the existing nodes this node was launched to replace (:mod:`provisioner.model.replacements`).
+    """
     if view.marked_for_deletion:
         return BEING_DISRUPTED
+    if replaced:
+        return f"it replaces node(s) {', '.join(replaced)}, still draining"
     if not view.ready or view.starting:
         return "not Ready and initialized"
     if do_not_consolidate(view.node):
@@ -194,18 +201,21 @@ def consolidation_input(
     settle_seconds: float,
     in_flight: Collection[str] = (),
     launching: Collection[str] = (),
+    reserved: Mapping[str, Resources] | None = None,
     node_labels: Mapping[str, str] | None = None,
 ) -> ConsolidationInput:
     """The candidates, the base solver input and what blocks the rest (see the module docstring).
 
     ``now``: epoch seconds. ``stable_since``: node name -> since when its pods are unchanged
     (:meth:`Stability.observe`). ``in_flight``: pods the provisioning controller launches for;
-    ``launching``: Provisioners with launches running. ``node_labels``: the settings' labels
-    for every launched node.
+    ``launching``: Provisioners with launches running. ``reserved``: node name -> room promised
+    there to the pods of nodes being replaced (the in-flight ledger's). ``node_labels``: the
+    settings' labels for every launched node.
     """
     active = active_provisioners(snapshot)
     consolidating = sorted(name for name, p in active.items() if p.spec.consolidation_enabled)
-    base = build_solver_input(snapshot, views, [], instance_types, now=now, node_labels=node_labels).input
+    base = build_solver_input(snapshot, views, [], instance_types, now=now, reserved=reserved,
+                              node_labels=node_labels).input
     if not consolidating:
         return ConsolidationInput(base)
     blocked = _pending_blocks(snapshot, views, now, in_flight, consolidating)
@@ -216,6 +226,7 @@ def consolidation_input(
         if view.provisioner in consolidating and view.launching:
             blocked.setdefault(view.provisioner, f"node {view.name} is launching")
     budgets = _budgets(snapshot) if snapshot.pdbs else []
+    relation = replacements.replaced_by(snapshot.nodes.values())
     candidates: list[Candidate] = []
     unconsolidatable: dict[str, str] = {}
     total = disrupted = 0
@@ -227,7 +238,8 @@ def consolidation_input(
         disrupted += view.marked_for_deletion
         if provisioner in blocked:
             continue
-        reason = candidate_reason(view, now, stable_since.get(view.name), settle_seconds, budgets, snapshot.pods)
+        reason = candidate_reason(view, now, stable_since.get(view.name), settle_seconds, budgets, snapshot.pods,
+                                  relation.get(view.name, ()))
         read = read_pods(snapshot, moving_pods(view)) if reason is None else None
         if read is not None and read.refused:
             reason = f"pod {objects.key(read.refused[0].obj)} cannot be read: {read.refused[0].reason}"

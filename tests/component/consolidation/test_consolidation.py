@@ -272,3 +272,17 @@ def test_nothing_moves_while_a_pod_is_pending_for_the_provisioner() -> None:
     decide(cluster)
     assert cluster.consolidation.pending is None
     assert cluster.consolidation.pending is None and cluster.messages(a, "Unconsolidatable") == []
+
+
+def test_a_replacement_is_kept_while_the_node_it_replaces_drains() -> None:
+    cluster = Cluster(consolidation_max_disrupted="1")
+    cluster.provisioner()
+    old, new, other = cluster.node(), cluster.node(), cluster.node()
+    cluster.pod("held", old, "1", annotations={wk.DO_NOT_EVICT_ANNOTATION: "true"})
+    cluster.pod("web", other, "1")
+    cluster.api.patch("Node", old, {"metadata": {"annotations": {REPLACEMENTS_ANNOTATION: json.dumps([new])}}})
+    cluster.api.delete("Node", old)  # draining, held by its do-not-evict pod
+    decide(cluster)
+    pending = cluster.consolidation.pending
+    assert pending is not None and pending.move.nodes == (other,)  # new is empty but kept: old's pods are coming
+    assert cluster.messages(new, "Unconsolidatable") == [f"it replaces node(s) {old}, still draining"]
