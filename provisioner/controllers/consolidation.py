@@ -54,8 +54,7 @@ from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.settings import Consolidation as ConsolidationSettings
 from provisioner.state.cluster import ClusterState, Snapshot
 from provisioner.state.consolidation import (
-    BEING_DISRUPTED,
-    NOT_SETTLED,
+    TRANSIENT_REASONS,
     ConsolidationInput,
     Stability,
     consolidation_input,
@@ -215,8 +214,8 @@ class ConsolidationController:
             for candidate in given.candidates:
                 reasons.setdefault(candidate.name, "the share of nodes disrupted at once is reached")
         for name, reason in sorted(reasons.items()):
-            if self._reported.get(name) == reason or reason in (BEING_DISRUPTED, NOT_SETTLED):
-                continue  # transient: the node is going, or its pods just changed
+            if self._reported.get(name) == reason or reason in TRANSIENT_REASONS:
+                continue  # ends by itself: the node is going, starting, awaited, or its pods just changed
             self._reported[name] = reason
             node = self.ctx.read("Node", name)
             if node is not None:

@@ -56,6 +56,10 @@ from provisioner.state.solverinput import (
 #: Why a node is not a candidate, for the reasons that end by themselves.
 BEING_DISRUPTED = "being disrupted or deleted"
 NOT_SETTLED = "its pods changed within the settle period"
+NOT_INITIALIZED = "not Ready and initialized"
+NOMINATED = "pods are nominated to it"
+#: The reasons that end by themselves within seconds or minutes (no event is sent for them).
+TRANSIENT_REASONS = frozenset({BEING_DISRUPTED, NOT_SETTLED, NOT_INITIALIZED, NOMINATED})
 
 
 @dataclass(frozen=True)
@@ -175,11 +179,11 @@ def candidate_reason(view: StateNode, now: float, stable_since: float | None, se
     if replaced:
         return f"it replaces node(s) {', '.join(replaced)}, still draining"
     if not view.ready or view.starting:
-        return "not Ready and initialized"
+        return NOT_INITIALIZED
     if do_not_consolidate(view.node):
         return f"annotation {DO_NOT_CONSOLIDATE_ANNOTATION}=true"
     if view.held(pods, now).pods:
-        return "pods are nominated to it"
+        return NOMINATED
     if view.price is None:
         return "its price is unknown"
     for pod in moving_pods(view):
@@ -223,7 +227,7 @@ def consolidation_input(
         if name in consolidating:
             blocked.setdefault(name, "a launch is in flight")
     for view in views.values():
-        if view.provisioner in consolidating and view.launching:
+        if view.provisioner in consolidating and (view.launching or view.starting):
             blocked.setdefault(view.provisioner, f"node {view.name} is launching")
     budgets = _budgets(snapshot) if snapshot.pdbs else []
     relation = replacements.replaced_by(snapshot.nodes.values())
