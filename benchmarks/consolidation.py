@@ -311,7 +311,7 @@ def _check(label: str, value: float | None, target: float, below: bool = True) -
     if value is None:
         return f"  {label}: not reached (target {'<=' if below else '>='} {target:g}): MISSED"
     met = value <= target if below else value >= target
-    return f"  {label}: {value:.3g} (target {'<=' if below else '>='} {target:g}): {'met' if met else 'MISSED'}"
+    return f"  {label}: {value:.4g} (target {'<=' if below else '>='} {target:g}): {'met' if met else 'MISSED'}"
 
 
 def summary(result: Result) -> list[str]:
