@@ -47,6 +47,7 @@ from provisioner.controllers.objects import Context
 from provisioner.kube.api import ApiError, ConflictError, NotFoundError, Object
 from provisioner.model import objects as model_objects
 from provisioner.model import replacements
+from provisioner.model.disruption import do_not_consolidate
 from provisioner.model.labels import DISRUPTED_TAINT_KEY
 from provisioner.model.resources import Resources
 from provisioner.scheduling.consolidation import Candidate, Move, decide, evaluate, max_disrupted
@@ -150,8 +151,8 @@ class ConsolidationController:
             return interval
         settled = frozenset(n for n, since in stable.items() if now >= since + self.settings.settle_seconds)
         key = (settled,
-               frozenset((name, pod_fingerprint(v), v.marked_for_deletion, v.ready, v.launching)
-                         for name, v in views.items()),
+               frozenset((name, pod_fingerprint(v), v.marked_for_deletion, v.ready, v.starting, v.taints, v.price,
+                          do_not_consolidate(v.node)) for name, v in views.items()),
                frozenset(model_objects.uid(p) for p in snapshot.pending_pods),
                frozenset((name, p.resource_version) for name, p in snapshot.provisioners.items()),
                frozenset(model_objects.resource_version(b) for b in snapshot.pdbs))

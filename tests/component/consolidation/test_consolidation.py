@@ -286,3 +286,19 @@ def test_a_replacement_is_kept_while_the_node_it_replaces_drains() -> None:
     pending = cluster.consolidation.pending
     assert pending is not None and pending.move.nodes == (other,)  # new is empty but kept: old's pods are coming
     assert cluster.messages(new, "Unconsolidatable") == [f"it replaces node(s) {old}, still draining"]
+
+
+def test_taking_do_not_consolidate_off_lets_the_node_go() -> None:
+    cluster = Cluster()
+    cluster.provisioner()
+    a = cluster.node(annotations={wk.DO_NOT_CONSOLIDATE_ANNOTATION: "true"})
+    b = cluster.node()
+    cluster.pod("web-a", a, "1")
+    cluster.pod("web-b", b, "3")
+    decide(cluster)
+    assert cluster.consolidation.pending is None
+    cluster.api.patch("Node", a, {"metadata": {"annotations": {wk.DO_NOT_CONSOLIDATE_ANNOTATION: None}}})
+    cluster.step(1)
+    cluster.consolidate()
+    pending = cluster.consolidation.pending
+    assert pending is not None and pending.move.nodes == (a,)
