@@ -302,3 +302,43 @@ def test_taking_do_not_consolidate_off_lets_the_node_go() -> None:
     cluster.consolidate()
     pending = cluster.consolidation.pending
     assert pending is not None and pending.move.nodes == (a,)
+
+
+def test_a_move_without_replacement_capacity_is_called_off() -> None:
+    from provisioner.cloudprovider.types import LaunchError
+
+    cluster = Cluster()
+    cluster.provisioner()
+    big = cluster.node("m5.2xlarge")
+    cluster.pod("web", big, "1")
+    failed = counter("replace", "failed")
+    decide(cluster)
+    assert cluster.consolidation.pending is not None
+    cluster.cloud.next_error = LaunchError("the account's vCPU quota is reached")
+    cluster.step(VALIDATION)
+    cluster.consolidate()
+    assert counter("replace", "failed") == failed + 1
+    assert wk.DISRUPTED_TAINT_KEY not in cluster.taint_keys(big)
+    annotations = cluster.node_object(big)["metadata"].get("annotations", {})
+    assert "groupless.dev/disruption-reason" not in annotations and REPLACEMENTS_ANNOTATION not in annotations
+    assert len(cluster.messages(big, "ReplacementFailed")) == 1
+    assert cluster.nodes() == [big]
+    assert [m.name for m in cluster.cloud.machines] == [big]  # no instance left behind
+
+
+def test_a_move_left_without_its_replacement_record_is_called_off_at_the_next_pass() -> None:
+    cluster = Cluster()
+    cluster.provisioner()
+    a, b = cluster.node(), cluster.node()
+    cluster.pod("web-a", a, "1")
+    cluster.pod("web-b", b, "1")
+    # what a controller stopped between its two writes leaves: the taint and its reason, no record
+    cluster.api.patch("Node", a, {
+        "metadata": {"annotations": {"groupless.dev/disruption-reason": "consolidation"}},
+        "spec": {"taints": [{"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}]},
+    })
+    cluster.settle()
+    assert cluster.nodes() == sorted([a, b])  # expiration leaves it to consolidation
+    cluster.consolidate()
+    assert wk.DISRUPTED_TAINT_KEY not in cluster.taint_keys(a)
+    assert "groupless.dev/disruption-reason" not in cluster.node_object(a)["metadata"].get("annotations", {})
