@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
 #: Kinds that often sit beside workloads in a manifest directory and do not change a plan.
 IGNORED_KINDS = frozenset({
-    "Namespace", "Service", "ConfigMap", "Secret", "ServiceAccount", "PodDisruptionBudget", "Role",
+    "Namespace", "Service", "ConfigMap", "Secret", "ServiceAccount", "Role",
     "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Ingress", "NetworkPolicy", "HorizontalPodAutoscaler",
     "PriorityClass", "ResourceQuota", "CronJob", "Endpoints", "EndpointSlice",
     "CustomResourceDefinition", "AWSNodeTemplate", "EC2NodeClass",
@@ -79,6 +79,8 @@ class Inputs:
     pvs: list[dict[str, Any]] = field(default_factory=list)
     storage_classes: list[dict[str, Any]] = field(default_factory=list)
     limit_ranges: list[dict[str, Any]] = field(default_factory=list)
+    #: PodDisruptionBudgets (read by ``--consolidate`` only).
+    pdbs: list[dict[str, Any]] = field(default_factory=list)
     where: dict[int, str] = field(default_factory=dict)  # id(pod object) -> "file, document N"
     #: Advice that does not stop the plan (webhook warnings, replaced Provisioners), "file: document N: ..."
     warnings: list[str] = field(default_factory=list)
@@ -299,7 +301,7 @@ def _add_object(inputs: Inputs, kind: str, doc: dict[str, Any], where: str) -> N
         inputs.limit_ranges.append(doc)
     else:
         lists = {"Node": inputs.nodes, "PersistentVolumeClaim": inputs.pvcs, "PersistentVolume": inputs.pvs,
-                 "StorageClass": inputs.storage_classes}
+                 "StorageClass": inputs.storage_classes, "PodDisruptionBudget": inputs.pdbs}
         if kind not in lists:
             raise _unknown_kind(kind, doc, where)
         lists[kind].append(doc)
@@ -629,7 +631,8 @@ def _consolidate(inputs: Inputs, catalog: Catalog, output: str, warnings: list[s
     from provisioner.plan_consolidation import plan_consolidation, to_json, to_table
 
     result = plan_consolidation(nodes=inputs.nodes, pods=inputs.pods, provisioners=inputs.provisioners,
-                                catalog=catalog.instance_types, daemonsets=inputs.daemonsets, now=time.time())
+                                catalog=catalog.instance_types, daemonsets=inputs.daemonsets, pdbs=inputs.pdbs,
+                                now=time.time())
     _print_warnings(warnings)
     if output == "json":
         print(json.dumps({"region": catalog.region, "priceSource": catalog.price_source, **to_json(result)}, indent=2))

@@ -2,7 +2,8 @@
 
 From the same manifests as ``groupless plan`` (Nodes with their instance-type, zone and
 capacity-type labels and, when known, the ``groupless.dev/price-per-hour`` annotation; Pods
-bound to them with ``spec.nodeName``; Provisioners; DaemonSets; PodDisruptionBudgets), the
+bound to them with ``spec.nodeName``; Provisioners; DaemonSets; PodDisruptionBudgets, counted
+over those pods), the
 consolidation controller's own rules (:mod:`provisioner.state.consolidation`,
 :mod:`provisioner.scheduling.consolidation`) are applied move after move, each move's
 replacements taking the place of its nodes with the pods the plan put there, until no move

@@ -86,3 +86,18 @@ def test_table_names_the_nodes_kept_and_why(tmp_path: Path) -> None:
         f"Kept {NAMES[1]}: pod default/bare has no controller (it would not be recreated)",
         "Total: 2 node(s) at $0.4040/hour -> 1 node(s) at $0.2020/hour, saves $0.2020/hour in 1 move(s)",
     ]
+
+
+def test_a_budget_that_allows_no_disruption_keeps_the_node(tmp_path: Path) -> None:
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": "default"},
+              "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}}
+    docs = [PROVISIONER, *[node(n) for n in NAMES[:2]], pod("web-1", NAMES[0]), pod("web-2", NAMES[1]), budget]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    done = groupless_plan(path, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["moves"] == []
+    assert result["kept"] == [
+        {"node": name, "reason": f"PodDisruptionBudget default/web allows no disruption of pod default/web-{i} now"}
+        for i, name in enumerate(NAMES[:2], 1)]
