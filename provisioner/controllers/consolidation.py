@@ -20,7 +20,9 @@ For Provisioners with ``spec.consolidation.enabled`` (Karpenter v0.15-v0.31). On
    capacity together (``replacer``: the provisioning controller's
    :meth:`~provisioner.controllers.provisioning.ProvisioningController.replace_nodes`, which
    launches nothing for pods that fit on existing nodes and holds the room they were planned
-   into), recorded on each node as ``groupless.dev/replacements``. From there the expiration
+   into; a spot replacement is launched only among its cheapest options within the move's
+   savings, pinned to spot: :func:`~provisioner.scheduling.consolidation.pin_spot`), recorded on
+   each node as ``groupless.dev/replacements``. From there the expiration
    controller waits for the replacements to be Ready and deletes the Node, and termination
    cordons, drains through the Eviction API (PodDisruptionBudgets hold) and terminates
    (:mod:`provisioner.controllers.expiration`, :mod:`provisioner.controllers.termination`).
@@ -37,6 +39,7 @@ import logging
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from provisioner import metrics
@@ -45,13 +48,15 @@ from provisioner.cloudprovider.types import CloudProviderError
 from provisioner.controllers import objects
 from provisioner.controllers.objects import Context
 from provisioner.kube.api import ApiError, ConflictError, NotFoundError, Object
+from provisioner.model import labels as wk
 from provisioner.model import objects as model_objects
 from provisioner.model import replacements
 from provisioner.model.disruption import do_not_consolidate
 from provisioner.model.labels import DISRUPTED_TAINT_KEY
 from provisioner.model.resources import Resources
-from provisioner.scheduling.consolidation import Candidate, Move, decide, evaluate, max_disrupted
+from provisioner.scheduling.consolidation import Candidate, Move, decide, evaluate, max_disrupted, pin_spot
 from provisioner.scheduling.instancetypes import InstanceType
+from provisioner.scheduling.solver import Plan
 from provisioner.settings import Consolidation as ConsolidationSettings
 from provisioner.state.cluster import ClusterState, Snapshot
 from provisioner.state.consolidation import (
@@ -72,11 +77,12 @@ DISRUPTED_TAINT = {"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 class NodesReplacer(Protocol):
     """Launches capacity for the pods of nodes going away (node name -> pods), solved together.
 
-    Returns the nodes to wait for (launched, or existing nodes the pods were placed on);
-    raises when some pod got no capacity.
+    ``adjust`` narrows each plan before its launches. Returns the nodes to wait for (launched, or
+    existing nodes the pods were placed on); raises when some pod got no capacity.
     """
 
-    def __call__(self, pods_by_node: Mapping[str, Sequence[Object]]) -> list[str]: ...
+    def __call__(self, pods_by_node: Mapping[str, Sequence[Object]],
+                 adjust: Callable[[Plan], Plan] | None = None) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -291,8 +297,13 @@ class ConsolidationController:
             current = self.ctx.read("Node", name)
             if current is not None:
                 self.ctx.events.normal(current, "ConsolidationApproved", move.describe())
+        adjust = None
+        if any(views[name].capacity_type == wk.CAPACITY_TYPE_SPOT for name in move.nodes):
+            budget = move.price * (1 - self.settings.min_savings_fraction)
+            adjust = partial(pin_spot, budget=budget, spot_options=self.settings.spot_options)
         try:
-            targets = self.replacer(pods_by_node) if self.replacer is not None and any(pods_by_node.values()) else []
+            targets = (self.replacer(pods_by_node, adjust)
+                       if self.replacer is not None and any(pods_by_node.values()) else [])
         except Exception as error:  # capacity, limits, API errors: keep the nodes
             log.error("Consolidation failed, no replacement capacity (%s): %s", error, move.describe())
             metrics.CONSOLIDATION_ACTIONS.labels(kind=move.kind, outcome="failed").inc()

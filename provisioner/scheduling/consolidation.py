@@ -24,7 +24,8 @@ Churn guards (Karpenter's own and the issues its users reported, aws#7146, k-sig
 * a spot candidate is replaced only by spot capacity that stays cheaper across at least
   ``spot_options`` instance types (Karpenter's 15: a replacement launched among fewer options
   lands, by the spot allocation strategy, on a type that soon looks replaceable again); a set
-  holding a spot candidate that falls short is only ever deleted.
+  holding a spot candidate that falls short is only ever deleted, and a replacement that passes
+  is launched among those cheapest options only, pinned to spot (:func:`pin_spot`).
 
 Candidates themselves (who may be disrupted now, the settle period, re-validation before acting)
 are decided by :mod:`provisioner.state.consolidation` and the controller.
@@ -35,8 +36,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from provisioner.model import labels as wk
+from provisioner.model.requirements import IN, Requirement, Requirements
 from provisioner.model.resources import CPU, EMPTY, MEMORY, Resources
 from provisioner.scheduling.pods import Pod
 from provisioner.scheduling.solver import ExistingPlacement, Plan, PlannedNode, SolverInput, solve
@@ -166,6 +169,38 @@ def simulate(base: SolverInput, chosen: Sequence[Candidate], solver: Callable[[S
     return solver(given)
 
 
+def _spot_price(it: Any, requirements: Requirements) -> float | None:
+    prices = [o.price for o in it.available_offerings(requirements) if o.capacity_type == wk.CAPACITY_TYPE_SPOT]
+    return min(prices) if prices else None
+
+
+def pin_spot(plan: Plan, budget: float, spot_options: int) -> Plan:
+    """``plan`` with each new spot node launched only among its ``spot_options`` cheapest spot options within budget.
+
+    ``budget``: the USD/hour all of the plan's new nodes may cost together. A spot node keeps the
+    options whose cheapest allowed spot offering keeps the total within it (the others' prices
+    as planned), at most ``spot_options`` of them, cheapest first, and its capacity type is
+    pinned to spot, so the launch cannot fall back to pricier capacity: Karpenter launches a
+    spot-to-spot replacement with the 15 cheapest types. Nodes that are not spot are unchanged.
+    """
+    total = plan.total_price
+    nodes = []
+    for node in plan.new_nodes:
+        if node.offering.capacity_type != wk.CAPACITY_TYPE_SPOT:
+            nodes.append(node)
+            continue
+        limit = budget - (total - node.price)
+        kept = [it for it in node.instance_type_options
+                if (price := _spot_price(it, node.requirements)) is not None and price <= limit + _EPSILON]
+        kept = kept[:spot_options] or list(node.instance_type_options[:1])
+        requirements = node.requirements & Requirements((
+            Requirement.of(wk.INSTANCE_TYPE, IN, [it.name for it in kept]),
+            Requirement.of(wk.CAPACITY_TYPE, IN, [wk.CAPACITY_TYPE_SPOT]),
+        ))
+        nodes.append(replace(node, instance_type_options=tuple(kept), requirements=requirements))
+    return replace(plan, new_nodes=tuple(nodes))
+
+
 def spot_shortfall(move: Move, chosen: Sequence[Candidate], min_savings_fraction: float, spot_options: int) -> str | None:
     """Why a move replacing spot capacity breaks the spot rule; None when it keeps it (see the module docstring).
 
@@ -182,9 +217,8 @@ def spot_shortfall(move: Move, chosen: Sequence[Candidate], min_savings_fraction
         budget = limit - (total - node.price)
         cheaper = 0
         for it in node.instance_type_options:
-            prices = [o.price for o in it.available_offerings(node.requirements)
-                      if o.capacity_type == wk.CAPACITY_TYPE_SPOT]
-            if prices and min(prices) <= budget + _EPSILON:
+            price = _spot_price(it, node.requirements)
+            if price is not None and price <= budget + _EPSILON:
                 cheaper += 1
         if cheaper < spot_options:
             return (f"spot-to-spot replacement needs {spot_options} cheaper instance types, "

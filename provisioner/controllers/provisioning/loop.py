@@ -287,10 +287,12 @@ class ProvisioningController:
         """
         return self.replace_nodes({node_name: pods})
 
-    def replace_nodes(self, pods_by_node: Mapping[str, Sequence[Object]]) -> list[str]:
+    def replace_nodes(self, pods_by_node: Mapping[str, Sequence[Object]],
+                      adjust: Callable[[Plan], Plan] | None = None) -> list[str]:
         """Consolidation's replacer: capacity for the pods of several nodes (name -> pods), solved together.
 
-        As :meth:`replace`, for all the nodes at once (:meth:`NodeProvisioner.replace_nodes`).
+        As :meth:`replace`, for all the nodes at once; ``adjust`` narrows each plan before its
+        launches (:meth:`NodeProvisioner.replace_nodes`).
         """
         if not self.state.synced():
             not_synced = ProvisionResult(
@@ -300,4 +302,4 @@ class ProvisioningController:
             )
             return replacement_nodes(not_synced, next(iter(pods_by_node), ""))
         with self.provisioner.solving:
-            return self.provisioner.replace_nodes(self.state.snapshot(), pods_by_node)
+            return self.provisioner.replace_nodes(self.state.snapshot(), pods_by_node, adjust)

@@ -190,6 +190,8 @@ class _Round:
     failed: dict[str, str] = field(default_factory=dict)
     unavailable: set[Offering] = field(default_factory=set)
     purpose: RoundPurpose = RoundPurpose.PENDING
+    #: Applied to each plan before its launches (a replacement round's narrowing of options).
+    adjust: Callable[[Plan], Plan] | None = None
 
     @property
     def nominate(self) -> bool:
@@ -302,7 +304,8 @@ class NodeProvisioner:
         """
         return self.replace_nodes(snapshot, {node_name: pods})
 
-    def replace_nodes(self, snapshot: Snapshot, pods_by_node: Mapping[str, Sequence[Object]]) -> list[str]:
+    def replace_nodes(self, snapshot: Snapshot, pods_by_node: Mapping[str, Sequence[Object]],
+                      adjust: Callable[[Plan], Plan] | None = None) -> list[str]:
         """Capacity for the pods of nodes going away (node name -> its pods), solved together, anywhere but those nodes.
 
         The pods (wire-form, bound to their nodes) are solved as if pending (their
@@ -310,8 +313,9 @@ class NodeProvisioner:
         them on every node); placements on existing capacity launch nothing. The room each
         target node was chosen for is promised to each pod until it leaves its node (earlier
         promises to those nodes are withdrawn first: they were for these same pods).
-        Returns :func:`replacement_nodes` (none of the nodes going away); raises
-        ReplacementError when some pod got no capacity.
+        ``adjust``: applied to each plan of the round before its launches (consolidation narrows
+        a spot replacement's options). Returns :func:`replacement_nodes` (none of the nodes going
+        away); raises ReplacementError when some pod got no capacity.
         """
         self.ledger.release(snapshot, self.clock.now())
         pending = []
@@ -332,7 +336,7 @@ class NodeProvisioner:
             self.ledger.withdraw(name)
         exclude = frozenset(pods_by_node)
         with self.solving:  # held until the promise is recorded: no pending round plans into that room before
-            started = self._start(snapshot, pending, exclude, RoundPurpose.REPLACEMENT)
+            started = self._start(snapshot, pending, exclude, RoundPurpose.REPLACEMENT, adjust)
             result = started if isinstance(started, ProvisionResult) else self._finish(*started)
         names: set[str] = set()
         for name in pods_by_node:
@@ -347,6 +351,7 @@ class NodeProvisioner:
         pod_objects: Sequence[Object],
         exclude: frozenset[str],
         purpose: RoundPurpose,
+        adjust: Callable[[Plan], Plan] | None = None,
     ) -> ProvisionResult | tuple[_Round, _Launches]:
         """A round's first solve (under :attr:`solving`): its launches started, or the round's result when it launches nothing."""
         round_ = _Round(
@@ -356,6 +361,7 @@ class NodeProvisioner:
             pod_objects={objects.uid(p): p for p in pod_objects},
             started=self.clock.monotonic(),
             purpose=purpose,
+            adjust=adjust,
         )
         read = read_pods(snapshot, pod_objects)
         for refused in read.refused:
@@ -466,6 +472,8 @@ class NodeProvisioner:
         nodes = given.nodes
         with metrics.time_call(metrics.SOLVE_DURATION):
             plan = self.solver(replace(given, provisioner_usage=round_.usage))
+        if round_.adjust is not None:
+            plan = round_.adjust(plan)
         for error in plan.unschedulable:
             round_.unschedulable[error.pod.key] = error.reason
         if plan.new_nodes:

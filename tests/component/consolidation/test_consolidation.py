@@ -194,6 +194,14 @@ def test_spot_is_replaced_by_spot_with_fifteen_cheaper_options() -> None:
     assert pending is not None
     (replacement,) = pending.move.replacements
     assert (replacement.instance_type.name, replacement.offering.capacity_type) == ("c0.large", "spot")
+    cluster.step(VALIDATION)
+    cluster.consolidate()
+    (request,) = cluster.cloud.create_calls  # launched among the 15 cheapest spot options only, pinned to spot
+    names = [it.name for it in request.instance_type_options]
+    assert len(names) == 15 and names[0] == "c0.large" and not {"m5.xlarge", "m5.2xlarge"} & set(names)
+    assert request.requirements.get(wk.CAPACITY_TYPE).values == frozenset({"spot"})
+    cluster.run(5)
+    assert cluster.instance_types_of_nodes() == ["c0.large"]
 
 
 def test_spot_nodes_whose_pods_fit_elsewhere_are_deleted() -> None:
