@@ -16,8 +16,9 @@ settle period of v1's ``consolidateAfter``. A node is a **candidate** when it is
 * priced (USD/hour known).
 
 And only while its Provisioner is idle: no pod pending that the Provisioner could serve (its
-taints tolerated, its requirements compatible with the pod's node selector) and no node of it
-launching. The pods that move are those that must run elsewhere when the node goes (not
+taints tolerated, its requirements compatible with the pod's node selector and a term of its
+required node affinity; the well-known labels an instance type fills in need not be named) and
+no node of it launching or starting. The pods that move are those that must run elsewhere when the node goes (not
 DaemonSet, static, finished or terminating pods), read with their volume topology.
 
 The **base** solver input (:func:`build_solver_input` with no pods) holds every node, the
@@ -35,8 +36,9 @@ from provisioner.kube.api import Object
 from provisioner.kube.selectors import selector_matches
 from provisioner.model import objects, replacements
 from provisioner.model.disruption import disruptions_allowed, do_not_consolidate, eviction_blocker
-from provisioner.model.labels import DO_NOT_CONSOLIDATE_ANNOTATION
+from provisioner.model.labels import DO_NOT_CONSOLIDATE_ANNOTATION, WELL_KNOWN_REQUIREMENT_LABELS
 from provisioner.model.pods import is_daemonset_pod, is_deleting, is_static_pod, is_terminal
+from provisioner.model.requirements import Requirements
 from provisioner.model.resources import Resources
 from provisioner.scheduling.consolidation import Candidate, utilization
 from provisioner.scheduling.instancetypes import InstanceType
@@ -144,7 +146,7 @@ def moving_pods(view: StateNode) -> list[Object]:
 
 def _pending_blocks(snapshot: Snapshot, views: Mapping[str, StateNode], now: float, in_flight: Collection[str],
                     consolidating: Sequence[str]) -> dict[str, str]:
-    """Provisioner -> a pending pod it could serve (its taints tolerated, its requirements compatible)."""
+    """Provisioner -> a pending pod it could serve (see the module docstring)."""
     blocked: dict[str, str] = {}
     pending = provisionable_pods(snapshot, views, now, in_flight=in_flight)
     for obj in pending:
@@ -159,7 +161,10 @@ def _pending_blocks(snapshot: Snapshot, views: Mapping[str, StateNode], now: flo
                 continue
             provisioner = snapshot.provisioners[name]
             try:
-                compatible = provisioner_requirements(provisioner).compatible(pod.base_requirements) is None
+                requirements = provisioner_requirements(provisioner)
+                terms = pod.required_node_affinity or (Requirements(()),)
+                compatible = any(requirements.compatible(pod.base_requirements & term, WELL_KNOWN_REQUIREMENT_LABELS)
+                                 is None for term in terms)
             except ValueError:
                 compatible = True
             if compatible and tolerates_all(pod.tolerations, provisioner_taints(provisioner)) is None:

@@ -350,3 +350,21 @@ def test_a_move_left_without_its_replacement_record_is_called_off_at_the_next_pa
     cluster.consolidate()
     assert wk.DISRUPTED_TAINT_KEY not in cluster.taint_keys(a)
     assert "groupless.dev/disruption-reason" not in cluster.node_object(a)["metadata"].get("annotations", {})
+
+
+def test_a_pod_pending_for_another_provisioner_does_not_hold_consolidation() -> None:
+    cluster = Cluster()
+    cluster.provisioner()
+    cluster.provisioner("gpu", consolidation={"enabled": False},
+                        taints=[{"key": "example.com/gpu", "value": "true", "effect": "NoSchedule"}])
+    a, b = cluster.node(), cluster.node()
+    cluster.pod("web-a", a, "1")
+    cluster.pod("web-b", b, "1")
+    waiting = cluster.pod("waiting", None, "64")
+    cluster.api.patch("Pod", "waiting", {"spec": {
+        "nodeSelector": {wk.PROVISIONER_NAME: "gpu"},
+        "tolerations": [{"key": "example.com/gpu", "operator": "Exists"}]}}, "default")
+    assert waiting["status"]["phase"] == "Pending"
+    decide(cluster)
+    pending = cluster.consolidation.pending
+    assert pending is not None and pending.move.nodes == (a,)
