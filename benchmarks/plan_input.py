@@ -83,7 +83,7 @@ def split(directory: Path) -> dict[str, float]:
     args = argparse.Namespace(
         file=[str(directory / "workload.yaml")], instance_types=str(directory / "instance-types.json"),
         offerings=str(directory / "offerings.json"), pricing_file=str(directory / "prices.json"),
-        region=None, aws_endpoint_url=None, output="json")
+        region=None, aws_endpoint_url=None, eni_limited_pod_density=True, output="json")
     times: dict[str, float] = {}
     started = time.perf_counter()
     text = (directory / "workload.yaml").read_text()
