@@ -110,6 +110,9 @@ class OpenNode:
     price: float = 0.0
     price_list: list[PricedOption] | None = None
     price_index: int = 0
+    #: :meth:`domain`'s answers for ``_domains_of`` (the requirements they were read from)
+    _domains: dict[str, str | None] = field(default_factory=dict)
+    _domains_of: Requirements | None = None
 
     @property
     def taints(self) -> tuple[Taint, ...]:
@@ -119,10 +122,17 @@ class OpenNode:
         """The node's value for ``key``; None while it is not decided yet (or absent)."""
         if key == wk.HOSTNAME:
             return self.hostname
-        requirement = self.requirements.get(key)
+        requirements = self.requirements
+        if self._domains_of is not requirements:  # requirements are replaced, never mutated
+            self._domains, self._domains_of = {}, requirements
+        elif key in self._domains:
+            return self._domains[key]
+        requirement = requirements.get(key)
+        value = None
         if requirement is not None and not requirement.complement and len(requirement.values) == 1:
-            return next(iter(requirement.values))
-        return None
+            value = next(iter(requirement.values))
+        self._domains[key] = value
+        return value
 
     # ------------------------------------------------------------------ taking a pod
     def can_add(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternatives: list[Alternative],
