@@ -206,16 +206,16 @@ def family_of(provider: AWSProvider | None) -> str:
 
 
 def offered_instance_types(
-    provider: AWSProvider | None, instance_types: Iterable[InstanceType]
+    family: str, launch_template: bool, instance_types: Iterable[InstanceType]
 ) -> tuple[list[InstanceType], tuple[MissingImage, ...]]:
-    """What a Provisioner with ``spec.provider`` ``provider`` may be offered: types its image family can boot.
+    """What a Provisioner of ``family`` may be offered: the types its images can boot (:func:`split_by_image`).
 
-    The family is ``amiFamily`` (default :data:`DEFAULT_AMI_FAMILY`); with a ``launchTemplate``
-    the template names its own image, so every type is offered. See :func:`split_by_image`.
+    With its own ``launch_template`` the template names the image, so every type is offered.
+    Raises ConfigurationError for an unknown family.
     """
-    if provider is not None and provider.launch_template:
+    if launch_template:
         return list(instance_types), ()
-    return split_by_image(family_of(provider), instance_types)
+    return split_by_image(family, instance_types)
 
 
 __all__ = [

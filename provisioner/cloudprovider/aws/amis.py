@@ -13,7 +13,8 @@ Paths (AWS documentation; Karpenter v0.6.3 ``ami.go`` for AL2/Bottlerocket/Ubunt
 - Bottlerocket: ``/aws/service/bottlerocket/aws-k8s-<v>[-nvidia]/<x86_64|arm64>/latest/image_id``
 - Ubuntu: ``/aws/service/canonical/ubuntu/eks/24.04/<v>/stable/current/<amd64|arm64>/hvm/ebs-gp3/ami-id``
 
-Not every family has an image for every architecture and accelerator (:data:`IMAGE_VARIANTS`):
+Not every family has an image for every architecture and accelerator
+(:data:`~provisioner.cloudprovider.aws.amifamily.IMAGE_VARIANTS`):
 an instance type its Provisioner's family cannot boot is not offered for that Provisioner
 (:func:`~provisioner.cloudprovider.aws.amifamily.offered_instance_types`), so the solver never
 plans it and CreateFleet never gets it.
@@ -32,18 +33,11 @@ from provisioner.cloudprovider.aws.amifamily import (
     AL2023,
     AMI_FAMILIES,
     BOTTLEROCKET,
-    DEFAULT_AMI_FAMILY,
-    IMAGE_VARIANTS,
     NEURON,
     NVIDIA,
-    STANDARD,
     UBUNTU,
     VARIANT_WORDS,
-    MissingImage,
     has_image,
-    offered_instance_types,
-    split_by_image,
-    variant_of,
 )
 from provisioner.cloudprovider.aws.errors import error_code, translate
 from provisioner.cloudprovider.types import ConfigurationError
@@ -124,23 +118,4 @@ class AMIResolver:
         return value
 
 
-__all__ = [
-    "AL2",
-    "AL2023",
-    "AMI_FAMILIES",
-    "BOTTLEROCKET",
-    "DEFAULT_AMI_FAMILY",
-    "IMAGE_VARIANTS",
-    "NEURON",
-    "NVIDIA",
-    "STANDARD",
-    "UBUNTU",
-    "VARIANT_WORDS",
-    "AMIResolver",
-    "MissingImage",
-    "has_image",
-    "offered_instance_types",
-    "parameter_name",
-    "split_by_image",
-    "variant_of",
-]
+__all__ = ["AMIResolver", "parameter_name"]

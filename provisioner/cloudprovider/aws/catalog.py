@@ -68,8 +68,8 @@ from provisioner.cloudprovider.aws.amifamily import (
     MissingImage,
     ephemeral_storage_gib,
     family_of,
+    offered_instance_types,
     pods_per_core_enabled,
-    split_by_image,
     uses_eni_limited_memory_overhead,
 )
 from provisioner.cloudprovider.kubelet import kube_reserved_cpu_milli, node_overhead
@@ -600,14 +600,11 @@ def instance_types_for(
     The one conversion ``groupless plan``, the AWS provider and the kwok provider share:
     :func:`instance_types_from_ec2` under ``config`` (disks, kubelet, ENI-limited pods, the AMI
     family's reservations), then only the types the AMI family has an image for
-    (:func:`~provisioner.cloudprovider.aws.amifamily.split_by_image`; all of them with a
-    launch template). Raises QuantityError (a ValueError) when a kubelet quantity is malformed.
+    (:func:`~provisioner.cloudprovider.aws.amifamily.offered_instance_types`; all of them
+    with a launch template). Raises QuantityError (a ValueError) when a kubelet quantity is malformed.
     """
     converted = instance_types_from_ec2(describe_instance_types, offerings, prices, config, zones, unavailable)
-    if config.launch_template:
-        return OfferedInstanceTypes(converted, ())
-    offered, missing = split_by_image(config.ami_family, converted)
-    return OfferedInstanceTypes(offered, missing)
+    return OfferedInstanceTypes(*offered_instance_types(config.ami_family, config.launch_template, converted))
 
 
 __all__ = [

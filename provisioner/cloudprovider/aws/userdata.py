@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import yaml
 
 from provisioner.api.types import KubeletConfiguration
-from provisioner.cloudprovider.aws.amis import AL2, AL2023, BOTTLEROCKET, UBUNTU
+from provisioner.cloudprovider.aws.amifamily import AL2, AL2023, BOTTLEROCKET, UBUNTU
 
 MIME_BOUNDARY = "//"
 _KUBELET_SETTABLE = frozenset(

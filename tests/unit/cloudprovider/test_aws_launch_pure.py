@@ -5,8 +5,8 @@ import yaml
 from botocore.exceptions import ClientError
 
 from provisioner.api.types import EBS, AWSProvider, BlockDeviceMapping, KubeletConfiguration, MetadataOptions
-from provisioner.cloudprovider.aws.amifamily import ephemeral_storage_gib
-from provisioner.cloudprovider.aws.amis import parameter_name, variant_of
+from provisioner.cloudprovider.aws.amifamily import ephemeral_storage_gib, variant_of
+from provisioner.cloudprovider.aws.amis import parameter_name
 from provisioner.cloudprovider.aws.errors import translate
 from provisioner.cloudprovider.aws.fleet import (
     Override,
