@@ -40,7 +40,6 @@ from provisioner.scheduling.solver.templates import (
 from provisioner.scheduling.solver.topology import (
     AFFINITY,
     ANTI_AFFINITY,
-    DecidedDomains,
     Even,
     Topology,
     TopologyConstraint,
@@ -310,6 +309,8 @@ class _Solver:
         over without the full check, which would refuse it too; while the skip pointer may still
         move, only when the full check would give that very refusal and it is permanent
         (:meth:`DecidedDomains.refusal`), so the pointer moves exactly as the full check moves it.
+        A node whose every topology key is decided and allows the pod is tried without the
+        topology check, whose answer (allowed, nothing to pin) is known.
         """
         skip_key = (queued.shape, queued.relaxation, queued.requests)
         skip = self.memo.skip
@@ -327,11 +328,16 @@ class _Solver:
                 if looked > SLACK_SEARCH:
                     break
             node = new_nodes[i]
-            if decided is not None and _refused_by_domain(decided, node, prefix):
-                if prefix:
-                    skip[skip_key] = i + 1
-                continue
-            outcome = node.can_add(queued, constraints, alternatives, self.topology, self.memo, self.cost_aware)
+            answer = decided.refusal(node) if decided is not None else None
+            if answer is not None and answer[0].reason is not None:
+                if prefix and not (answer[1] and answer[0].permanent):
+                    answer = None  # the full check decides how long the refusal lasts
+                else:
+                    if prefix:
+                        skip[skip_key] = i + 1
+                    continue
+            outcome = node.can_add(queued, constraints, alternatives, self.topology, self.memo, self.cost_aware,
+                                   topology_allows=answer is not None)
             if isinstance(outcome, Candidate):
                 if prefix:
                     skip[skip_key] = i
@@ -428,19 +434,6 @@ class _Solver:
             labels=template.launch_labels(requirements),
             taints=template.taints,
         )
-
-
-def _refused_by_domain(decided: DecidedDomains, node: OpenNode, prefix: bool) -> bool:
-    """Whether ``node`` may be passed over on its decided domains (see ``_place_on_planned``).
-
-    Outside the skip pointer's prefix any refusal will do; inside it, only a permanent refusal
-    the full check would give itself (``node.can_add`` would answer PERMANENT).
-    """
-    answer = decided.refusal(node)
-    if answer is None:
-        return False
-    refusal, exact = answer
-    return not prefix or (exact and refusal.permanent)
 
 
 #: Solves of one input at most: the first, one filling evenly the hostname spread views whose

@@ -773,8 +773,9 @@ class DecidedDomains:
     def refusal(self, node: TopologyNode) -> tuple[TopologyCheck, bool] | None:
         """The refusal of the first decided key of ``node`` that refuses the pod, and whether ``check`` gives it.
 
-        ``check`` gives that very refusal when no undecided key comes before it. None when no
-        decided key refuses.
+        ``check`` gives that very refusal when no undecided key comes before it. When every key
+        is decided and none refuses, ``check``'s own answer: allowed, no pins (``_ALLOWED``, True).
+        None when no decided key refuses and some key is undecided.
         """
         exact = True
         for key, key_constraints in self._by_key.items():
@@ -790,7 +791,7 @@ class DecidedDomains:
                 self._answers[answer_key] = answer
             if answer is not None:
                 return answer, exact
-        return None
+        return (_ALLOWED, True) if exact else None
 
 
 def topology_reason(key: str, constraints: list[TopologyConstraint], owner: bool) -> str:
