@@ -20,7 +20,7 @@ not a string, so it builds exactly what ``yaml.safe_load_all`` builds (anchors a
 share one object, duplicate keys keep the last value); for what it leaves to PyYAML (merge keys
 ``<<``, explicit tags other than the core ones, collections as keys, duplicate or undefined
 anchors: PyYAML's own answer or error) it hands the text to ``yaml.load_all`` from the
-document it stopped at.
+document it stopped at (and all of it, to a loader with path resolvers, which no safe loader has).
 """
 
 from __future__ import annotations
@@ -68,13 +68,19 @@ def load_all(text: str | bytes) -> Iterator[Any]:
     one pass over the events (module docstring), PyYAML's own path past what that leaves to it.
     """
     loader_class = safe_loader()
+    if loader_class.yaml_path_resolvers:  # resolved by position in the tree: PyYAML's composer tracks it
+        yield from yaml.load_all(text, Loader=loader_class)
+        return
     loader = loader_class(text)
     done = 0
+    # Without path resolvers a scalar's tag is a function of its text and style alone, and
+    # manifests repeat most of their scalars: each is resolved once per stream.
+    tags: dict[tuple[str, tuple[bool, bool]], str] = {}
     try:
         loader.get_event()  # StreamStartEvent
         while not loader.check_event(StreamEndEvent):
             loader.get_event()  # DocumentStartEvent
-            document = _document(loader)
+            document = _document(loader, tags)
             loader.get_event()  # DocumentEndEvent
             yield document
             done += 1
@@ -121,8 +127,10 @@ def _anchor(anchors: dict[str, Any], anchor: str, value: Any) -> None:
     anchors[anchor] = value
 
 
-def _document(loader: Any) -> Any:
+def _document(loader: Any, tags: dict[tuple[str, tuple[bool, bool]], str]) -> Any:
     """The object of the document whose events come next (up to, not including, its end).
+
+    ``tags``: the tags already resolved in this stream, by scalar text and style (filled here).
 
     Raises _LeftToPyYAML for merge keys, other tags than the core ones, collections as keys and
     duplicate or undefined anchors; yaml.YAMLError from the parser.
@@ -138,7 +146,10 @@ def _document(loader: Any) -> Any:
         if kind is ScalarEvent:
             tag = event.tag
             if tag is None or tag == "!":
-                tag = resolve(ScalarNode, event.value, event.implicit)
+                tag_key = (event.value, event.implicit)
+                tag = tags.get(tag_key)
+                if tag is None:
+                    tag = tags[tag_key] = resolve(ScalarNode, event.value, event.implicit)
             value = event.value if tag == _STR else _scalar(loader, constructors, tag, event)
             if event.anchor is not None:
                 _anchor(anchors, event.anchor, value)

@@ -250,3 +250,19 @@ _VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4)
 def test_any_dumped_documents_load_the_same(documents: list[object], flow: bool | None) -> None:
     text = yaml.safe_dump_all(documents, default_flow_style=flow, allow_unicode=True)
     assert list(yamlload.load_all(text)) == list(yaml.load_all(text, Loader=yaml.SafeLoader))
+
+
+def test_a_loader_with_path_resolvers_gets_pyyamls_own_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a tag resolved by position needs PyYAML's composer, which tracks the position
+    class Pathed(yaml.SafeLoader):
+        pass
+
+    Pathed.add_path_resolver("tag:yaml.org,2002:str", [(yaml.MappingNode, "port")], yaml.ScalarNode)
+
+    def one_pass(loader: object, tags: object) -> None:
+        raise AssertionError("the one pass does not track positions")
+
+    monkeypatch.setattr(yamlload, "safe_loader", lambda: Pathed)
+    monkeypatch.setattr(yamlload, "_document", one_pass)
+    text = "port: 80\nother: [80]\n"
+    assert list(yamlload.load_all(text)) == list(yaml.load_all(text, Loader=Pathed))
