@@ -76,11 +76,11 @@ class ExpirationController:
         if objects.is_deleting(node):
             return self._watch_replacements(node)
         ttl = ttl_seconds(get_provisioner(self.ctx, node), "ttlSecondsUntilExpired")
-        created = objects.created_at(node)
-        if ttl is None or created is None:
+        launched = objects.launched_at(node)
+        if ttl is None or launched is None:
             return self._cancel(node)
         now = self.ctx.clock.now()
-        expires = created + ttl
+        expires = launched + ttl
         if now < expires:
             self._cancel(node)
             return Result.after(expires - now)
@@ -88,7 +88,7 @@ class ExpirationController:
         if not objects.has_taint(node, DISRUPTED_TAINT_KEY):
             patch = objects.guarded(node, {"spec": {"taints": [*objects.taints(node), DISRUPTED_TAINT]}})
             self.ctx.patch("Node", name, patch)  # a stale read ends here in a 409: no second event
-            log.info("Triggering termination for expired node %s after %ds (created %s)", name, ttl, rfc3339(created))
+            log.info("Triggering termination for expired node %s after %ds (launched %s)", name, ttl, rfc3339(launched))
             self.ctx.events.normal(node, "Expired", f"Node expired after ttlSecondsUntilExpired={ttl}s; replacing")
             return Result.now()
         recorded = replacements.recorded(node)

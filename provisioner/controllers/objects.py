@@ -32,6 +32,7 @@ from provisioner.model.objects import created_at as created_at
 from provisioner.model.objects import deleting, spec
 from provisioner.model.objects import is_ready as is_ready
 from provisioner.model.objects import labels as labels
+from provisioner.model.objects import launched_at as launched_at
 from provisioner.model.objects import meta as meta
 from provisioner.model.objects import name as name
 from provisioner.model.objects import namespace as namespace

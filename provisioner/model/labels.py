@@ -76,6 +76,9 @@ RESTRICTED_LABELS = frozenset({HOSTNAME, PROVISIONER_NAME, "karpenter.sh/emptine
 NOMINATIONS_ANNOTATION = "groupless.dev/nominations"
 #: USD per hour of the offering a node was launched with (written at launch, read by the extender's scores).
 PRICE_ANNOTATION = "groupless.dev/price-per-hour"
+#: RFC3339 time its instance was launched (written with the Node; an adopted instance's Node is
+#: written later than its launch). A node's age, for ``ttlSecondsUntilExpired``, counts from it.
+LAUNCHED_AT_ANNOTATION = "groupless.dev/launched-at"
 NODE_REQUEST_TAG = "groupless.dev/node-request"
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
 NOT_READY_TAINT_KEY = "karpenter.sh/not-ready"

@@ -187,7 +187,9 @@ class AWSCloudProvider:
     ) -> AWSCloudProvider:
         """Clients from ``session`` (default: a new one) in ``settings.region``, retries in standard mode."""
         session = session or boto3.session.Session()
-        # botocore retries once on transient errors; throttling is retried by _call on the injected clock.
+        # botocore retries a transient or throttling error at most twice after the first attempt
+        # (``max_attempts`` counts retries); throttling that outlasts them is retried by _call on
+        # the injected clock.
         # The provisioning controller launches up to 16 nodes at once, each with several EC2
         # calls: botocore's default pool of 10 connections would be discarded and reopened
         # ("Connection pool is full") under every burst.

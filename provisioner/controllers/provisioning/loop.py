@@ -93,7 +93,8 @@ class ProvisioningController:
         self.ledger = InFlightLedger(nominated_on=_nominated_on)
         self.adoption = Adoption(api, self.cloud, clock, recorder, self.ledger, self.settings.nodes)
         self.launcher = Launcher(api, self.adoption.watch(self.cloud), clock, self.settings,
-                                 awaits_capacity=lambda uid: awaits_capacity(state.pod(uid)))
+                                 awaits_capacity=lambda uid: awaits_capacity(state.pod(uid)),
+                                 leave_for_adoption=self.adoption.mark_due)
         self.provisioner = NodeProvisioner(
             api,
             clock,
