@@ -196,7 +196,7 @@ def bound_price(state: ClusterState, cloud_provider: str) -> float:
     from provisioner.cloudprovider.kwok import load_catalog
 
     catalog = load_catalog()
-    types = instance_types_from_ec2(catalog.instance_types, catalog.offerings, catalog.prices, None, True)
+    types = instance_types_from_ec2(catalog.instance_types, catalog.offerings, catalog.prices)
     requirements = provisioner_requirements(load_provisioner(consolidating_provisioner()))
     allowed = [t for t in types if requirements.intersects(t.requirements) is None]
     pods = [pod_from_manifest(p) for name, _, _ in SHAPES for p in app_pods(state, name)

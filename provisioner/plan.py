@@ -51,7 +51,7 @@ from provisioner.state.solverinput import build_solver_input, provisionable_pods
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from provisioner.cloudprovider.aws.amis import MissingImage
+    from provisioner.cloudprovider.aws.amifamily import MissingImage
 
 #: Kinds read for the plan.
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
@@ -416,15 +416,20 @@ class _Captured(logging.Handler):
 
 
 def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], warnings: list[str]) -> Catalog:
-    """Instance types per Provisioner (kubelet settings change pods and overhead), region and prices.
+    """Instance types per Provisioner, region and prices.
+
+    Each Provisioner's instance types come from the controller's own conversion
+    (:func:`~provisioner.cloudprovider.aws.catalog.instance_types_for` under its
+    :class:`~provisioner.cloudprovider.aws.catalog.NodeConfiguration`: ``blockDeviceMappings``,
+    ``kubeletConfiguration``, ``amiFamily`` and ``--eni-limited-pod-density``), so the plan's
+    nodes are the ones the controller would launch.
 
     Region: ``--region``; else, with ``--offerings``, the region of its zones; else (catalog from
     EC2) ``AWS_REGION``, ``AWS_DEFAULT_REGION`` or the profile's; else PlanInputError asking for
     ``--region``. Advice (region mismatch, pricing file without the region, estimated prices)
     is appended to ``warnings``.
     """
-    from provisioner.cloudprovider.aws.amis import offered_instance_types
-    from provisioner.cloudprovider.aws.catalog import instance_types_from_ec2
+    from provisioner.cloudprovider.aws.catalog import NodeConfiguration, instance_types_for
 
     if args.instance_types or args.offerings:
         if not (args.instance_types and args.offerings):
@@ -463,10 +468,13 @@ def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], 
     try:
         for p in provisioners:
             try:
-                converted = instance_types_from_ec2(types, offerings, book, kubelet=p.spec.kubelet_configuration)
+                config = NodeConfiguration.of(p, eni_limited_pod_density=args.eni_limited_pod_density)
+            except ValueError as error:
+                raise PlanInputError(f"Provisioner {p.name}: {error}") from error
+            try:
+                result[p.name], missing = instance_types_for(config, types, offerings, book)
             except (KeyError, TypeError, ValueError) as error:
                 raise PlanInputError(f"instance type catalog: {error}") from error
-            result[p.name], missing = offered_instance_types(p.spec.provider, converted)
             if missing:
                 missing_images[p.name] = missing
     finally:
@@ -676,6 +684,16 @@ examples:
   kubectl get provisioners,deploy,nodes,pods -A -o yaml | groupless plan -f - --region ap-south-1 -o json"""
 
 
+def _bool_flag(text: str) -> bool:
+    """``true``/``false`` (also 1/0, yes/no, on/off), read as the controller reads its boolean settings."""
+    from provisioner.settings import parse_bool
+
+    try:
+        return parse_bool(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
 def register(subparsers: Any) -> None:
     """Add ``groupless plan`` to the CLI."""
     parser = subparsers.add_parser(
@@ -703,6 +721,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--consolidate", action="store_true",
                         help="print what consolidation would do with the given Nodes and the Pods bound to them, "
                              "move after move, and what it would save (docs/consolidation.md)")
+    parser.add_argument("--eni-limited-pod-density", type=_bool_flag, default=True, metavar="true|false",
+                        help="pod capacity from the ENI limits of each instance type (default true); false: 110 "
+                             "pods, as the controller's --eni-limited-pod-density=false")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
                         help="table (default) or json: {region, priceSource, estimatedPrices, nodes, existing, "
                              "unschedulable, totalPricePerHour}")

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from provisioner.api.types import Consolidation, Provisioner
-from provisioner.controllers.provisioning.nodes import taint_dicts
 from provisioner.model import labels as wk
 from provisioner.model import objects
 from provisioner.model.quantity import to_wire_resource_list
@@ -80,7 +79,7 @@ def _node_manifest(name: str, planned: PlannedNode) -> dict[str, Any]:
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "uid": f"plan/node/{name}", "labels": labels,
                      "annotations": {wk.PRICE_ANNOTATION: str(planned.price)}},
-        "spec": {"taints": taint_dicts(planned.taints)} if planned.taints else {},
+        "spec": {"taints": [t.to_dict() for t in planned.taints]} if planned.taints else {},
         "status": {"capacity": to_wire_resource_list(it.capacity), "allocatable": to_wire_resource_list(it.allocatable),
                    "conditions": [{"type": "Ready", "status": "True"}]},
     }

@@ -194,7 +194,8 @@ class SettingsError(ValueError):
     """A setting has a value it cannot take; the message names the flag and the variable."""
 
 
-def _parse_bool(text: str) -> bool:
+def parse_bool(text: str) -> bool:
+    """``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off`` (any case); ValueError otherwise."""
     value = text.strip().lower()
     if value in ("1", "true", "yes", "on"):
         return True
@@ -322,7 +323,7 @@ _OPTIONS: tuple[_Option, ...] = (
             "the Pricing API is not called and the static price table is used)"),
     _Option("default_instance_profile", ("aws", "default_instance_profile"), _optional,
             "instance profile when a Provisioner names none"),
-    _Option("eni_limited_pod_density", ("aws", "eni_limited_pod_density"), _parse_bool,
+    _Option("eni_limited_pod_density", ("aws", "eni_limited_pod_density"), parse_bool,
             "max pods from ENI limits (false: 110)"),
     _Option("batch_idle_duration", ("batching", "idle_seconds"), _parse_duration,
             "seconds without a new pending pod that close a batch"),
@@ -340,7 +341,7 @@ _OPTIONS: tuple[_Option, ...] = (
             "extra annotations for every launched node, k=v,k=v"),
     _Option("log_level", ("logging", "level"), level_name, f"log level: {', '.join(LEVEL_NAMES)}"),
     _Option("log_format", ("logging", "format"), format_name, f"log format: {', '.join(FORMATS)}"),
-    _Option("leader_elect", ("leader_election", "enabled"), _parse_bool,
+    _Option("leader_elect", ("leader_election", "enabled"), parse_bool,
             "elect a leader with a coordination.k8s.io/v1 Lease"),
     _Option("lease_name", ("leader_election", "lease_name"), str, "name of the leader-election Lease"),
     _Option("lease_namespace", ("leader_election", "lease_namespace"), str,
@@ -425,7 +426,7 @@ def _show(value: Any) -> str:
 def _metavar(option: _Option) -> str:
     if option.parse is _parse_duration:
         return "DURATION"
-    if option.parse is _parse_bool:
+    if option.parse is parse_bool:
         return "BOOL"
     if option.parse in (_parse_map, _parse_node_labels):
         return "K=V,..."

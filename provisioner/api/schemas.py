@@ -384,6 +384,7 @@ class AWSProviderSchema(_Strict):
 class KubeletConfigurationSchema(_Strict):
     cluster_dns = StringList(data_key="clusterDNS")
     max_pods = StrictInteger(data_key="maxPods")
+    pods_per_core = StrictInteger(data_key="podsPerCore")
     system_reserved = StringMap(data_key="systemReserved", quantities=True)
     kube_reserved = StringMap(data_key="kubeReserved", quantities=True)
     eviction_hard = StringMap(data_key="evictionHard")

@@ -505,6 +505,9 @@ def _validate_kubelet(kubelet: dict[str, Any], out: _Collector) -> None:
     max_pods = kubelet.get("maxPods")
     if _is_int(max_pods) and max_pods < 0:
         out.error([*path, "maxPods"], max_pods, "cannot be negative")
+    pods_per_core = kubelet.get("podsPerCore")
+    if _is_int(pods_per_core) and pods_per_core < 0:
+        out.error([*path, "podsPerCore"], pods_per_core, "cannot be negative")
     for name in ("systemReserved", "kubeReserved"):
         reserved = kubelet.get(name)
         if isinstance(reserved, dict):
