@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
 #: Kinds that often sit beside workloads in a manifest directory and do not change a plan.
 IGNORED_KINDS = frozenset({
-    "Namespace", "Service", "ConfigMap", "Secret", "ServiceAccount", "PodDisruptionBudget", "Role",
+    "Namespace", "Service", "ConfigMap", "Secret", "ServiceAccount", "Role",
     "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Ingress", "NetworkPolicy", "HorizontalPodAutoscaler",
     "PriorityClass", "ResourceQuota", "CronJob", "Endpoints", "EndpointSlice",
     "CustomResourceDefinition", "AWSNodeTemplate", "EC2NodeClass",
@@ -79,6 +79,8 @@ class Inputs:
     pvs: list[dict[str, Any]] = field(default_factory=list)
     storage_classes: list[dict[str, Any]] = field(default_factory=list)
     limit_ranges: list[dict[str, Any]] = field(default_factory=list)
+    #: PodDisruptionBudgets (read by ``--consolidate`` only).
+    pdbs: list[dict[str, Any]] = field(default_factory=list)
     where: dict[int, str] = field(default_factory=dict)  # id(pod object) -> "file, document N"
     #: Advice that does not stop the plan (webhook warnings, replaced Provisioners), "file: document N: ..."
     warnings: list[str] = field(default_factory=list)
@@ -299,7 +301,7 @@ def _add_object(inputs: Inputs, kind: str, doc: dict[str, Any], where: str) -> N
         inputs.limit_ranges.append(doc)
     else:
         lists = {"Node": inputs.nodes, "PersistentVolumeClaim": inputs.pvcs, "PersistentVolume": inputs.pvs,
-                 "StorageClass": inputs.storage_classes}
+                 "StorageClass": inputs.storage_classes, "PodDisruptionBudget": inputs.pdbs}
         if kind not in lists:
             raise _unknown_kind(kind, doc, where)
         lists[kind].append(doc)
@@ -613,6 +615,8 @@ def run(args: argparse.Namespace) -> int:
         if not inputs.provisioners:
             raise PlanInputError("no Provisioner in the input: nothing could be launched")
         catalog = read_catalog(args, inputs.provisioners, warnings)
+        if getattr(args, "consolidate", False):
+            return _consolidate(inputs, catalog, args.output, warnings)
         plan = solve(build_input(inputs, catalog.instance_types))
     except PlanInputError as error:
         _print_warnings(warnings)
@@ -627,6 +631,22 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(plan_to_json(plan, catalog), indent=2))
     else:
         print(plan_to_table(plan, catalog))
+    return 0
+
+
+def _consolidate(inputs: Inputs, catalog: Catalog, output: str, warnings: list[str]) -> int:
+    """``--consolidate``: consolidation's moves over the Nodes and bound Pods (:mod:`provisioner.plan_consolidation`)."""
+    from provisioner.plan_consolidation import plan_consolidation, to_json, to_table
+
+    result = plan_consolidation(nodes=inputs.nodes, pods=inputs.pods, provisioners=inputs.provisioners,
+                                catalog=catalog.instance_types, daemonsets=inputs.daemonsets, pdbs=inputs.pdbs,
+                                now=time.time())
+    _print_warnings(warnings)
+    if output == "json":
+        print(json.dumps({"region": catalog.region, "priceSource": catalog.price_source, **to_json(result)}, indent=2))
+    else:
+        print(f"Region: {catalog.region} (from {catalog.region_source}); prices: {catalog.price_source}")
+        print(to_table(result))
     return 0
 
 
@@ -698,6 +718,9 @@ def register(subparsers: Any) -> None:
                              "or the AWS profile's)")
     parser.add_argument("--aws-endpoint-url", metavar="URL",
                         help="EC2 endpoint to read the catalog from (for example a moto server); needs credentials")
+    parser.add_argument("--consolidate", action="store_true",
+                        help="print what consolidation would do with the given Nodes and the Pods bound to them, "
+                             "move after move, and what it would save (docs/consolidation.md)")
     parser.add_argument("--eni-limited-pod-density", type=_bool_flag, default=True, metavar="true|false",
                         help="pod capacity from the ENI limits of each instance type (default true); false: 110 "
                              "pods, as the controller's --eni-limited-pod-density=false")

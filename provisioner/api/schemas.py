@@ -37,6 +37,7 @@ from provisioner.api.types import (
     AWSProvider,
     BlockDeviceMapping,
     Condition,
+    Consolidation,
     KubeletConfiguration,
     Limits,
     MetadataOptions,
@@ -401,6 +402,14 @@ class LimitsSchema(_Strict):
         return Limits(resources=data["resources"])
 
 
+class ConsolidationSchema(_Strict):
+    enabled = StrictBoolean()
+
+    @post_load
+    def _make(self, data: dict[str, Any], **kwargs: Any) -> Consolidation:
+        return Consolidation(**data)
+
+
 class ProvisionerSpecSchema(_Strict):
     requirements = _list_of(NodeSelectorRequirementSchema)
     labels = StringMap()
@@ -412,6 +421,7 @@ class ProvisionerSpecSchema(_Strict):
     ttl_seconds_after_empty = StrictInteger(data_key="ttlSecondsAfterEmpty")
     ttl_seconds_until_expired = StrictInteger(data_key="ttlSecondsUntilExpired")
     weight = StrictInteger()
+    consolidation = _nested(ConsolidationSchema)
 
     OMIT_EMPTY = frozenset({"requirements", "labels", "taints", "startupTaints"})
 

@@ -7,7 +7,7 @@ them into integers (milli-CPU, bytes) at the edge of the core.
 
 Source of the field set: Karpenter v0.6.3's ``Provisioner`` plus these fields of later
 versions: ``startupTaints``, ``weight``, ``blockDeviceMappings``, kubelet
-``maxPods``/``podsPerCore``/``systemReserved``/``kubeReserved``/``evictionHard``.
+``maxPods``/``podsPerCore``/``systemReserved``/``kubeReserved``/``evictionHard``, ``consolidation`` (v0.15-v0.31).
 """
 
 from __future__ import annotations
@@ -125,6 +125,13 @@ class Condition:
 
 
 @dataclass(frozen=True, slots=True)
+class Consolidation:
+    """``spec.consolidation`` (Karpenter v0.15-v0.31): ``enabled`` turns consolidation on (``None``: off)."""
+
+    enabled: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ProvisionerStatus:
     resources: tuple[tuple[str, str], ...] = ()
     conditions: tuple[Condition, ...] = ()
@@ -143,6 +150,12 @@ class ProvisionerSpec:
     ttl_seconds_after_empty: int | None = None
     ttl_seconds_until_expired: int | None = None
     weight: int | None = None
+    consolidation: Consolidation | None = None
+
+    @property
+    def consolidation_enabled(self) -> bool:
+        """``spec.consolidation.enabled`` is true (the webhook refuses it beside ``ttlSecondsAfterEmpty``)."""
+        return self.consolidation is not None and self.consolidation.enabled is True
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,8 @@ DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
 NOT_READY_TAINT_KEY = "karpenter.sh/not-ready"
 EMPTINESS_TIMESTAMP_ANNOTATION = "karpenter.sh/emptiness-timestamp"
 DO_NOT_EVICT_ANNOTATION = "karpenter.sh/do-not-evict"
+#: On a Node: ``"true"`` keeps it out of consolidation (Karpenter v0.15-v0.31).
+DO_NOT_CONSOLIDATE_ANNOTATION = "karpenter.sh/do-not-consolidate"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 
 
