@@ -21,8 +21,14 @@ def untried_pod(cluster, name):
     return cluster.api.replace("Pod", pod, subresource="status")
 
 
+def with_grace(seconds):
+    """The harness's settings with ``--untried-pod-grace`` set (off by default)."""
+    return ProvisioningSettings(batching=Batching(untried_grace_seconds=seconds),
+                                nodes=NodeDefaults(annotations={"kwok.x-k8s.io/node": "fake"}))
+
+
 def test_an_untried_pod_is_provisioned_for_after_the_grace():
-    cluster = Cluster()
+    cluster = Cluster(with_grace(5.0))
     pod = untried_pod(cluster, "burst-1")
 
     assert cluster.controller.reconcile().pods == 0  # kube-scheduler may still try it: nothing yet
@@ -37,7 +43,7 @@ def test_an_untried_pod_is_provisioned_for_after_the_grace():
 
 
 def test_a_change_to_an_untried_pod_past_the_grace_opens_a_window():
-    cluster = Cluster()
+    cluster = Cluster(with_grace(5.0))
     pod = cluster.pending_pod(name="burst-1")
     cluster.controller.batcher.flush()  # the harness creates pods marked Unschedulable: forget that window
     pod["status"] = {"phase": "Pending"}
@@ -49,10 +55,8 @@ def test_a_change_to_an_untried_pod_past_the_grace_opens_a_window():
     assert cluster.controller.batcher.is_open()
 
 
-def test_the_grace_can_be_turned_off():
-    settings = ProvisioningSettings(batching=Batching(untried_grace_seconds=0),
-                                    nodes=NodeDefaults(annotations={"kwok.x-k8s.io/node": "fake"}))
-    cluster = Cluster(settings)
+def test_untried_pods_wait_for_kube_scheduler_by_default():
+    cluster = Cluster()
     untried_pod(cluster, "burst-1")
     cluster.clock.advance(600.0)
     assert cluster.controller.reconcile().pods == 0
