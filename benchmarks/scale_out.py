@@ -61,7 +61,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -455,6 +455,25 @@ class SchedulerFigures:
     #: kube-scheduler's own API requests (``rest_client_request_duration_seconds``) by verb: count and mean seconds.
     #: Without the SchedulerAsyncAPICalls feature, the status patch of an unschedulable attempt holds its loop.
     api_requests: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: kube-apiserver's ``apiserver_request_total`` of writes, by verb and resource (every client): what loads it.
+    apiserver_writes: dict[str, float] = field(default_factory=dict)
+
+
+def apiserver_writes(after: dict[Any, Histogram], before: dict[Any, Histogram]) -> dict[str, float]:
+    """kube-apiserver's write requests between two scrapes, by ``"VERB resource[/subresource]"`` (and the code unless 2xx)."""
+    writes: dict[str, float] = {}
+    for key, counter in after.items():
+        labels = dict(key[1])
+        if key[0] != "apiserver_request_total" or labels.get("verb") in ("GET", "LIST", "WATCH"):
+            continue
+        observed = difference(counter, before.get(key))["count"]
+        if observed > 0:
+            code = str(labels.get("code", ""))
+            what = f"{labels.get('verb')} {labels.get('resource')}" + (
+                f"/{labels['subresource']}" if labels.get("subresource") else "") + (
+                f" ({code})" if code and not code.startswith("2") else "")
+            writes[what] = writes.get(what, 0.0) + observed
+    return writes
 
 
 class MetricsReader:
@@ -466,6 +485,8 @@ class MetricsReader:
         self.insecure.check_hostname = False
         self.insecure.verify_mode = ssl.CERT_NONE
         self.trusted = ssl.create_default_context(cafile=str(cluster.pki.ca.cert))
+        self.admin = ssl.create_default_context(cafile=str(cluster.pki.ca.cert))
+        self.admin.load_cert_chain(str(cluster.pki.admin.cert), str(cluster.pki.admin.key))
         self.before: dict[str, dict[Any, Histogram]] = {}
 
     def _scrape_all(self) -> dict[str, dict[Any, Histogram]]:
@@ -477,6 +498,8 @@ class MetricsReader:
         if extender:
             with contextlib.suppress(OSError):
                 result["extender"] = scrape(f"https://127.0.0.1:{extender}/metrics", self.trusted)
+        with contextlib.suppress(OSError):
+            result["apiserver"] = scrape(f"{self.cluster.apiserver_url}/metrics", self.admin)
         return result
 
     def start(self) -> None:
@@ -520,6 +543,7 @@ class MetricsReader:
             requests = delta("rest_client_request_duration_seconds", of_verb(verb))
             if requests["count"] > 0:
                 figures.api_requests[verb] = {"count": requests["count"], "mean": requests["sum"] / requests["count"]}
+        figures.apiserver_writes = apiserver_writes(after.get("apiserver", {}), self.before.get("apiserver", {}))
         extender, extender_before = after.get("extender", {}), self.before.get("extender", {})
         for key, histogram in extender.items():
             if key[0] != "groupless_extender_request_duration_seconds":
@@ -612,9 +636,21 @@ class Result:
     batches: list[tuple[int, float]] = field(default_factory=list)
     rounds: list[str] = field(default_factory=list)
     scheduler: SchedulerFigures = field(default_factory=SchedulerFigures)
+    scheduler_settings: dict[str, Any] = field(default_factory=dict)
     profile_samples: int = 0
     profile_own: list[tuple[str, int]] = field(default_factory=list)
     profile_total: list[tuple[str, int]] = field(default_factory=list)
+
+
+def parse_gates(text: str) -> dict[str, bool]:
+    """``"A=true,B=false"`` as kube-scheduler's ``--feature-gates`` reads it ("" is none); ValueError names a bad item."""
+    gates = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        if not name or value.lower() not in ("true", "false"):
+            raise ValueError(f"--scheduler-feature-gates: expected NAME=true|false, got {item!r}")
+        gates[name] = value.lower() == "true"
+    return gates
 
 
 def _wait_for_instance_types(log: LogCursor, seconds: float) -> bool:
@@ -629,7 +665,14 @@ def _wait_for_instance_types(log: LogCursor, seconds: float) -> bool:
 def run(args: argparse.Namespace, say: Callable[[str], None]) -> Result:
     """Start the cluster, run the scale-out, collect the figures, stop the cluster (unless ``--keep``)."""
     result = Result(args.cloud_provider, args.pods, args.hostname_spread, os.getloadavg())
-    cluster = LocalCluster(args.name or f"scale-out-{args.cloud_provider}", Settings(cloud_provider=args.cloud_provider))
+    settings = Settings(cloud_provider=args.cloud_provider)
+    if args.scheduler_feature_gates is not None:
+        settings = replace(settings, scheduler_feature_gates=parse_gates(args.scheduler_feature_gates))
+    if args.percentage_of_nodes_to_score is not None:
+        settings = replace(settings, percentage_of_nodes_to_score=args.percentage_of_nodes_to_score or None)
+    result.scheduler_settings = {"feature_gates": dict(settings.scheduler_feature_gates),
+                                 "percentage_of_nodes_to_score": settings.percentage_of_nodes_to_score}
+    cluster = LocalCluster(args.name or f"scale-out-{args.cloud_provider}", settings)
     if cluster.running():
         raise RuntimeError(f"a local cluster named {cluster.name!r} is running already; stop it or pass --name")
     cluster.up(progress=say, detach=args.keep)  # --keep: the components outlive this process
@@ -723,6 +766,8 @@ def summary(result: Result) -> list[str]:
         f"== scale-out ({mode}) ==",
         f"load average at start {' '.join(f'{x:.2f}' for x in result.load_average_start)}, "
         f"at end {' '.join(f'{x:.2f}' for x in result.load_average_end)} (2 cores, shared machine)",
+        f"kube-scheduler:     feature gates {result.scheduler_settings.get('feature_gates') or 'default'}, "
+        f"percentageOfNodesToScore {result.scheduler_settings.get('percentage_of_nodes_to_score') or 'default'}",
         f"all Running:        {_seconds(result.running_seconds)} ({result.running_pods}/{result.pods} Running at the end)",
         f"first node:         {_seconds(result.first_node_seconds)}; 50 % Running {_seconds(result.half_running_seconds)}; "
         f"90 % Running {_seconds(result.ninety_running_seconds)}",
@@ -751,6 +796,8 @@ def summary(result: Result) -> list[str]:
     lines.append("scheduling results: " + ", ".join(f"{r} {n:.0f}" for r, n in sorted(s.attempts_by_result.items())))
     lines.append("scheduler API:      " + ", ".join(
         f"{verb} {entry['count']:.0f} x {entry['mean'] * 1000:.0f} ms" for verb, entry in s.api_requests.items()))
+    lines.append("API server writes:  " + ", ".join(
+        f"{what} {n:.0f}" for what, n in sorted(s.apiserver_writes.items(), key=lambda item: -item[1])[:14]))
     lines.append("pods (re)queued by: " + ", ".join(
         f"{e} {n:.0f}" for e, n in sorted(s.retried_by_event.items(), key=lambda item: -item[1])[:12]))
     lines.append(f"extender latency:   {s.extender_mean * 1000:.1f} ms per attempt as kube-scheduler saw it "
@@ -794,9 +841,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="sample the controller with py-spy during the scale-out")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    parser.add_argument("--scheduler-feature-gates", default=None, metavar="GATES",
+                        help="kube-scheduler's --feature-gates, e.g. SchedulerAsyncAPICalls=true "
+                        "('' for none; default: the local cluster's, none)")
+    parser.add_argument("--percentage-of-nodes-to-score", type=int, default=None, metavar="N",
+                        help="kube-scheduler's percentageOfNodesToScore (0: its adaptive default; "
+                        "default: the local cluster's, adaptive)")
     args = parser.parse_args(argv)
     if args.pods < 2:
         parser.error(f"--pods must be at least 2, got {args.pods}")
+    if args.scheduler_feature_gates is not None:
+        try:
+            parse_gates(args.scheduler_feature_gates)
+        except ValueError as error:
+            parser.error(str(error))
 
     started = time.monotonic()
 

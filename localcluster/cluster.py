@@ -63,6 +63,12 @@ KWOK_NODE_LEASE_SECONDS = 120
 NODE_MONITOR_GRACE = "240s"
 NODE_STARTUP_GRACE = "300s"
 
+#: kube-controller-manager's controllers: all but the TTL controller, which writes the annotation
+#: ``node.alpha.kubernetes.io/ttl`` (how long kubelets cache Secrets and ConfigMaps) on every Node
+#: and writes every Node again when the cluster crosses a size bucket (100, 500, 1,000 nodes...):
+#: 1-2 writes a Node on a 750-node burst, read by no kubelet here (kwok plays them).
+CONTROLLER_MANAGER_CONTROLLERS = "*,-ttl-controller"
+
 #: The annotation kwok selects the nodes it simulates by; Groupless puts it on the Nodes it creates.
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_NODE_ANNOTATION_VALUE = "fake"
@@ -97,6 +103,17 @@ class Settings:
     #: The controller's cloud provider: ``aws`` (EC2 and SSM on a seeded moto server) or
     #: ``kwok`` (instances are kwok Nodes, no moto; ``provisioner.cloudprovider.kwok``).
     cloud_provider: str = "aws"
+    #: kube-scheduler's ``--feature-gates`` (none by default). ``SchedulerAsyncAPICalls``
+    #: (beta, off by default since 1.35.1) sends a pod's status PATCH after an unschedulable
+    #: attempt without holding the scheduling loop; tried on the 1,000-pod burst of
+    #: ``benchmarks/scale_out.py`` on this shared 2-core machine, it sent PATCHes faster than the
+    #: CPU-starved API server answered them: 1,566 timed out (504) and no pod ran in 150 s.
+    scheduler_feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    #: kube-scheduler's ``percentageOfNodesToScore`` (None: its adaptive default, 5-50 % of
+    #: the nodes, at least 100). 100 makes every attempt see a pod's nominated node, but on the
+    #: 1,000-pod burst of ``benchmarks/scale_out.py`` (750 nodes) it tripled the failed attempts
+    #: (1,201 and 1,232 against 414 and 351) and took 1.39x as long, paired: the default stays.
+    percentage_of_nodes_to_score: int | None = None
 
 
 def cache_dir() -> Path:
@@ -558,6 +575,7 @@ class LocalCluster:
             f"--cert-dir={self.directory / 'controller-manager'}",
             "--kube-api-qps=200", "--kube-api-burst=400",
             "--concurrent-replicaset-syncs=10", "--concurrent-deployment-syncs=10",
+            f"--controllers={CONTROLLER_MANAGER_CONTROLLERS}",
             # kwok renews its leases less often than a kubelet (KWOK_NODE_LEASE_SECONDS)
             f"--node-monitor-grace-period={NODE_MONITOR_GRACE}", f"--node-startup-grace-period={NODE_STARTUP_GRACE}",
             "--profiling=false",
@@ -655,7 +673,8 @@ class LocalCluster:
 
         The extender's ``urlPrefix`` is pointed at ``https://127.0.0.1:<extender port>`` (keeping
         its path) and its ``tlsConfig`` trusts our CA; the client connection uses the admin
-        kubeconfig; leader election is off (one scheduler).
+        kubeconfig; leader election is off (one scheduler); ``percentageOfNodesToScore`` is the
+        settings' (see :attr:`Settings.percentage_of_nodes_to_score`).
         """
         source = DEPLOY_DIR / "scheduler" / "kube-scheduler-config.yaml"
         config: dict[str, Any] = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
@@ -666,6 +685,8 @@ class LocalCluster:
             **(config.get("clientConnection") or {}), "kubeconfig": str(self.kubeconfig), "qps": 200, "burst": 400,
         }
         config["leaderElection"] = {"leaderElect": False}
+        if self.settings.percentage_of_nodes_to_score is not None:
+            config["percentageOfNodesToScore"] = self.settings.percentage_of_nodes_to_score
         extenders = []
         if with_extender:
             ca_data = base64.b64encode(self.pki.ca.cert.read_bytes()).decode()
@@ -684,6 +705,13 @@ class LocalCluster:
             config.pop("extenders", None)
         return config
 
+    def scheduler_flags(self) -> list[str]:
+        """kube-scheduler's flags beyond the configuration file: ``--feature-gates`` from the settings."""
+        gates = self.settings.scheduler_feature_gates
+        if not gates:
+            return []
+        return ["--feature-gates=" + ",".join(f"{name}={str(on).lower()}" for name, on in sorted(gates.items()))]
+
     def _start_scheduler(self, with_extender: bool) -> None:
         directory = self.directory / "scheduler"
         directory.mkdir(exist_ok=True)
@@ -698,6 +726,7 @@ class LocalCluster:
             "--bind-address=127.0.0.1", f"--secure-port={port}",
             f"--cert-dir={directory}",
             "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+            *self.scheduler_flags(),
         ])
         url = f"https://127.0.0.1:{port}/healthz"
         self._wait(component, lambda: self._https_ok(url, client_cert=False, verify=False), "/healthz answers ok")

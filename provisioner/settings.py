@@ -44,6 +44,16 @@ class Batching:
     idle_seconds: float = 1.0
     max_seconds: float = 10.0
     max_pods: int = 2000
+    #: Seconds after its creation that a pod kube-scheduler has not tried yet (no
+    #: ``PodScheduled`` condition) is provisioned for anyway: kube-scheduler is backlogged
+    #: (:func:`provisioner.model.pods.waits_for_first_attempt`). 0 (the default, Karpenter's
+    #: rule): only pods it marked Unschedulable.
+    untried_grace_seconds: float = 0.0
+
+    @property
+    def untried_grace(self) -> float | None:
+        """:attr:`untried_grace_seconds`, None when 0 (off)."""
+        return self.untried_grace_seconds if self.untried_grace_seconds > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +182,12 @@ class ControllerSettings:
     """
 
     kubeconfig: str | None = None
+    #: The Kubernetes client's rate limit (client-go's QPS and Burst; Karpenter's
+    #: ``KUBE_CLIENT_QPS``/``KUBE_CLIENT_BURST`` defaults): requests a second, and how many may
+    #: go at once after a quiet spell. A burst of 1,000 pods means ~1,000 Node creations,
+    #: nominations and lifecycle patches within a minute.
+    kube_client_qps: float = 200.0
+    kube_client_burst: int = 300
     cloud_provider: str = "aws"
     aws: AWS = field(default_factory=AWS)
     batching: Batching = field(default_factory=Batching)
@@ -271,6 +287,16 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def _positive(parse: Callable[[str], float]) -> Callable[[str], Any]:
+    def check(text: str) -> Any:
+        value = parse(text.strip())
+        if not value > 0:
+            raise ValueError(f"expected a positive number, got {text!r}")
+        return value
+
+    return check
+
+
 def _optional(text: str) -> str | None:
     return text or None
 
@@ -303,6 +329,10 @@ class _Option:
 _OPTIONS: tuple[_Option, ...] = (
     _Option("kubeconfig", ("kubeconfig",), _optional,
             "kubeconfig file; unset: $KUBECONFIG, then in-cluster config"),
+    _Option("kube_client_qps", ("kube_client_qps",), _positive(float),
+            "Kubernetes API requests a second this process may make (watches excepted)"),
+    _Option("kube_client_burst", ("kube_client_burst",), _positive(int),
+            "Kubernetes API requests this process may make at once above --kube-client-qps"),
     _Option("cluster_name", ("aws", "cluster_name"), str,
             "cluster name: instance tags kubernetes.io/cluster/<name> and user data"),
     _Option("cluster_endpoint", ("aws", "cluster_endpoint"), str, "API server URL written into node user data"),
@@ -329,6 +359,9 @@ _OPTIONS: tuple[_Option, ...] = (
             "seconds without a new pending pod that close a batch"),
     _Option("batch_max_duration", ("batching", "max_seconds"), _parse_duration,
             "longest a batch stays open, seconds"),
+    _Option("untried_pod_grace", ("batching", "untried_grace_seconds"), _parse_duration,
+            "seconds after which a pending pod kube-scheduler has not tried yet is provisioned for anyway "
+            "(kube-scheduler is backlogged); 0, the default: only pods it marked Unschedulable"),
     _Option("registration_timeout", ("nodes", "registration_timeout_seconds"), _parse_duration,
             "a node not Ready this many seconds after creation is terminated"),
     _Option("nomination_ttl", ("nodes", "nomination_ttl_seconds"), _parse_duration,

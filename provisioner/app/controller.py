@@ -270,7 +270,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     clock = RealClock()
     try:
-        kube = KubeClient.from_kubeconfig(settings.kubeconfig)
+        kube = KubeClient.from_kubeconfig(settings.kubeconfig, qps=settings.kube_client_qps,
+                                          burst=settings.kube_client_burst)
         cloud = build_cloud_provider(settings, clock, kube)
     except Exception as error:  # no kubeconfig, unreadable credentials, a bad endpoint URL
         print(f"groupless controller: cannot start: {error}", file=sys.stderr)

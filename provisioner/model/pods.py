@@ -14,6 +14,17 @@ for it (``status.nominatedNodeName``), and it is not owned by a DaemonSet (the D
 controller places it on every node, new ones included) or a Node (a static/mirror pod). Two
 rules of our own: a pod being deleted is not worth a node, and a pod already covered by a
 still-valid nomination on a node we launched is waiting for that node, not for another one.
+
+A third, for a backlogged kube-scheduler (:func:`waits_for_first_attempt`): a pod it has not
+tried at all (no ``PodScheduled`` condition) for ``untried_grace`` seconds after its creation
+counts as unschedulable when the caller passes a grace. kube-scheduler tries a new pod within
+milliseconds when it keeps up; when it does not (a burst of 1,000 pods on a loaded API server:
+each failed attempt waits for its status PATCH, 100-250 ms, so the first attempt of the last
+pod comes minutes later), waiting for its verdict on every pod delays the nodes by that much,
+and the pods it reaches after their node is Ready schedule at their first attempt, without a
+failed attempt and its PATCH. Only pods for kube-scheduler's default profile (``schedulerName``
+absent or ``default-scheduler``), ungated (a gated pod has ``PodScheduled=False`` reason
+``SchedulingGated``, so it is not untried), qualify.
 """
 
 from __future__ import annotations
@@ -81,6 +92,24 @@ def is_unschedulable(pod: Any) -> bool:
     return condition is not None and condition.get("status") == "False" and condition.get("reason") == "Unschedulable"
 
 
+#: The scheduler name of kube-scheduler's default profile (``spec.schedulerName`` when unset).
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+def waits_for_first_attempt(pod: Any, now: float, grace: float) -> bool:
+    """kube-scheduler has not tried the pod (no ``PodScheduled`` condition) ``grace`` seconds after its creation.
+
+    ``now``: epoch seconds. False for a pod of another scheduler, one without a readable
+    ``creationTimestamp``, and one that is bound.
+    """
+    if objects.condition(pod, "PodScheduled") is not None or is_bound(pod):
+        return False
+    if (objects.spec(pod).get("schedulerName") or DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER:
+        return False
+    created = objects.created_at(pod)
+    return created is not None and now - created >= grace
+
+
 def bound_since(pod: Any) -> float | None:
     """When the pod was bound: its ``PodScheduled=True`` transition (epoch seconds); None when unknown."""
     condition = objects.condition(pod, "PodScheduled")
@@ -90,14 +119,21 @@ def bound_since(pod: Any) -> float | None:
 
 
 def not_provisionable_reason(
-    pod: Any, nominated_uids: Collection[str] = (), *, require_unschedulable: bool = True
+    pod: Any,
+    nominated_uids: Collection[str] = (),
+    *,
+    require_unschedulable: bool = True,
+    now: float | None = None,
+    untried_grace: float | None = None,
 ) -> str | None:
     """Why the pod is not provisionable, or None when it is (see the module docstring).
 
     ``nominated_uids`` are the pods holding a valid nomination on some node.
     ``require_unschedulable=False`` leaves out the one rule that needs kube-scheduler's verdict
-    (``groupless plan`` solves manifests kube-scheduler has never seen). Never raises on odd
-    objects: anything unreadable is "not provisionable" with a reason.
+    (``groupless plan`` solves manifests kube-scheduler has never seen). With ``now`` (epoch
+    seconds) and ``untried_grace`` (seconds), a pod kube-scheduler has not tried that long
+    after its creation counts as unschedulable (:func:`waits_for_first_attempt`). Never raises
+    on odd objects: anything unreadable is "not provisionable" with a reason.
     """
     if not isinstance(pod, Mapping):
         return "not an object"
@@ -116,7 +152,9 @@ def not_provisionable_reason(
     if is_static_pod(pod):
         return "owned by a Node"
     if require_unschedulable and not is_unschedulable(pod):
-        return "kube-scheduler has not marked it Unschedulable"
+        untried = now is not None and untried_grace is not None and waits_for_first_attempt(pod, now, untried_grace)
+        if not untried:
+            return "kube-scheduler has not marked it Unschedulable"
     if objects.uid(pod) in nominated_uids:
         return "nominated to an in-flight node"
     return None

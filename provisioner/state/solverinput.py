@@ -146,17 +146,21 @@ def provisionable_pods(
     in_flight: Collection[str] = (),
     candidates: Iterable[Object] | None = None,
     require_unschedulable: bool = True,
+    untried_grace: float | None = None,
 ) -> list[Object]:
     """The pods to provision for, in order.
 
     ``candidates`` (default: the snapshot's pending pods) that
     :func:`~provisioner.model.pods.not_provisionable_reason` accepts, given the pods capacity is
-    on its way for (:func:`covered_pods`). ``require_unschedulable=False`` for a dry run.
+    on its way for (:func:`covered_pods`). ``require_unschedulable=False`` for a dry run;
+    ``untried_grace`` (seconds): pods kube-scheduler has not tried that long after their
+    creation count as unschedulable (at ``now``, epoch seconds).
     """
     covered = covered_pods(nodes, snapshot, now, in_flight)
     pods = snapshot.pending_pods if candidates is None else candidates
     return [p for p in pods
-            if not_provisionable_reason(p, covered, require_unschedulable=require_unschedulable) is None]
+            if not_provisionable_reason(p, covered, require_unschedulable=require_unschedulable,
+                                        now=now, untried_grace=untried_grace) is None]
 
 
 def daemonset_pods(snapshot: Snapshot) -> tuple[list[Pod], list[Refused]]:

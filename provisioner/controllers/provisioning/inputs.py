@@ -42,12 +42,15 @@ class SolverInputs:
     (the one cache of decoded nodes). Reads the ledger for the controller's own writes, promised
     room and pods in flight; records ``InstanceTypesUnavailable`` on a Provisioner whose
     instance types cannot be fetched. ``node_labels``: the settings' labels for every node it
-    launches (the solver's templates carry them).
+    launches (the solver's templates carry them). ``untried_grace``: seconds after which a pod
+    kube-scheduler has not tried yet is provisionable (None: only pods it marked Unschedulable).
     """
 
     def __init__(self, clock: Clock, cloud: CloudProvider, ledger: InFlightLedger, recorder: EventRecorder,
-                 views: NodeViews, node_labels: Mapping[str, str] | None = None) -> None:
+                 views: NodeViews, node_labels: Mapping[str, str] | None = None,
+                 untried_grace: float | None = None) -> None:
         self.clock = clock
+        self.untried_grace = untried_grace
         self.node_labels = dict(node_labels or {})
         self.cloud = cloud
         self.ledger = ledger
@@ -87,7 +90,8 @@ class SolverInputs:
 
     def provisionable(self, snapshot: Snapshot) -> list[Object]:
         """The snapshot's pending pods to provision for: not in flight, not holding a nomination a node honours."""
-        return provisionable_pods(snapshot, self.nodes(snapshot), self.clock.now(), in_flight=self.ledger.in_flight())
+        return provisionable_pods(snapshot, self.nodes(snapshot), self.clock.now(), in_flight=self.ledger.in_flight(),
+                                  untried_grace=self.untried_grace)
 
     def build(
         self,

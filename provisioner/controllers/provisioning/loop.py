@@ -101,7 +101,8 @@ class ProvisioningController:
             recorder,
             self.settings,
             self.ledger,
-            SolverInputs(clock, self.cloud, self.ledger, recorder, state.node_views, self.settings.nodes.labels),
+            SolverInputs(clock, self.cloud, self.ledger, recorder, state.node_views, self.settings.nodes.labels,
+                         batching.untried_grace),
             self.launcher,
             solver,
             snapshot=state.snapshot,
@@ -133,7 +134,8 @@ class ProvisioningController:
             return
         if kind != "Pod" or event.type == "DELETED":
             return
-        if not_provisionable_reason(event.object) is None:
+        grace = self.settings.batching.untried_grace
+        if not_provisionable_reason(event.object, now=self.clock.now(), untried_grace=grace) is None:
             uid = objects.uid(event.object)
             if self.ledger.covers(uid):
                 return  # capacity is on its way: no new window for it
@@ -236,8 +238,10 @@ class ProvisioningController:
 
     # ------------------------------------------------------------------ rounds
     def reconcile(self, batch: Batch | None = None) -> ProvisionResult:
-        """One round now, to its end (:meth:`begin`, then wait)."""
-        return self.begin(batch).result()
+        """One round now, to its end (:meth:`begin`, then wait for it and for the nomination writes it started)."""
+        result = self.begin(batch).result()
+        self.provisioner.nominations.flush()
+        return result
 
     def begin(self, batch: Batch | None = None) -> Future[ProvisionResult]:
         """Start one round now: prune ended nominations, then solve for every provisionable pod and launch.

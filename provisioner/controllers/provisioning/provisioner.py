@@ -12,8 +12,8 @@ nominations) and:
 2. :meth:`~NodeProvisioner.schedule`: solves (pure :func:`provisioner.scheduling.solver.solve`)
    and checks each planned node against back-off and limits, giving :class:`Results`;
 3. :meth:`~NodeProvisioner.record`: writes the nominations of pods placed on in-flight nodes
-   (:class:`~provisioner.controllers.provisioning.nominations.NodeNominations`) and their
-   events (as Karpenter's ``Results.Record``);
+   (:class:`~provisioner.controllers.provisioning.nominations.NodeNominations`: one patch per
+   node, the nodes written concurrently) and their events (as Karpenter's ``Results.Record``);
 4. launches the planned nodes (:class:`~provisioner.controllers.provisioning.launcher.Launcher`)
    and merges the outcomes on the round's thread: limit usage, back-off, the in-flight ledger,
    ``Launched`` / ``Nominated`` / ``LaunchFailed`` / ``InsufficientCapacity`` events;
@@ -266,12 +266,13 @@ class NodeProvisioner:
         self._finishes = ThreadPoolExecutor(max_workers=max(1, rounds), thread_name_prefix="round")
 
     def shutdown(self) -> None:
-        """Stop taking rounds (running ones finish)."""
+        """Stop taking rounds (running ones finish) and nomination writes (queued ones still run)."""
         self._finishes.shutdown(wait=False)
+        self.nominations.shutdown()
 
     # ------------------------------------------------------------------ rounds
     def provisionable(self, snapshot: Snapshot) -> list[Object]:
-        """Release what ``snapshot`` shows, prune ended nominations, and return the provisionable pods."""
+        """Release what ``snapshot`` shows, prune ended nominations (written in the background), return the provisionable pods."""
         self.ledger.release(snapshot, self.clock.now())
         self.nominations.prune(snapshot)
         return self.inputs.provisionable(snapshot)
@@ -582,18 +583,23 @@ class NodeProvisioner:
         get a ``Nominated`` event. New nodes' nominations travel with their Node
         (:meth:`_merge`).
         """
+        nominate: dict[str, list[Pod]] = {}
         for placement in results.plan.existing:
             uids = [p.uid for p in placement.pods]
             round_.placed_existing.setdefault(placement.node, []).extend(uids)
             node = results.nodes.get(placement.node)
             if round_.nominate and node is not None and node.in_flight and node.provisioner:
-                self._nominate_existing(placement.node, placement.pods, round_)
-
-    def _nominate_existing(self, node_name: str, pods: Sequence[Pod], round_: _Round) -> None:
-        """Add pods the solver placed on an in-flight node of ours to its nominations; their events."""
-        node = self.nominations.add(node_name, pods, round_.snapshot, self.launcher.nomination_deadline())
-        if node is None:
+                nominate.setdefault(placement.node, []).extend(placement.pods)
+        if not nominate:
             return
+        placements = list(nominate.items())
+        written = self.nominations.add_all(placements, round_.snapshot, self.launcher.nomination_deadline())
+        for (node_name, pods), obj in zip(placements, written, strict=True):
+            if obj is not None:
+                self._nominated_existing(node_name, obj, pods, round_)
+
+    def _nominated_existing(self, node_name: str, node: Object, pods: Sequence[Pod], round_: _Round) -> None:
+        """Pods the solver placed on an in-flight node of ours were added to its nominations: their events."""
         labels = (node.get("metadata") or {}).get("labels") or {}
         where = f"{labels.get(wk.INSTANCE_TYPE, '?')}, {labels.get(wk.ZONE, '?')}"
         for pod in pods:

@@ -36,6 +36,12 @@ def test_environment_then_flag_precedence_and_units() -> None:
     assert settings.aws.endpoint_url is None
 
 
+def test_kube_client_rate_limit_is_karpenters_by_default_and_settable() -> None:
+    assert (ControllerSettings().kube_client_qps, ControllerSettings().kube_client_burst) == (200.0, 300)
+    settings = parse(["--kube-client-burst", "50"], {"GROUPLESS_KUBE_CLIENT_QPS": "25"})
+    assert (settings.kube_client_qps, settings.kube_client_burst) == (25.0, 50)
+
+
 def test_help_shows_defaults_and_environment() -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser, {"GROUPLESS_LEASE_NAME": "mine"})
@@ -53,6 +59,8 @@ def test_help_shows_defaults_and_environment() -> None:
      "kubernetes.io/arch: set by the instance or the Provisioner on every node, not a setting"),
     ({"lease_duration": "5", "renew_deadline": "10"}, "--lease-duration (5.0) > --renew-deadline"),
     ({"batch_idle_duration": "20s"}, "--batch-idle-duration"),
+    ({"kube_client_qps": "0"}, "--kube-client-qps"),
+    ({"kube_client_burst": "1.5"}, "--kube-client-burst"),
 ])
 def test_bad_values_name_the_setting(values: dict[str, str], needle: str) -> None:
     with pytest.raises(SettingsError) as error:

@@ -13,7 +13,14 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from localcluster import cluster as cluster_module
 from localcluster import pki
-from localcluster.cluster import KWOK_CONFIG, KWOK_NODE_LEASE_SECONDS, KWOK_STAGES, NODE_MONITOR_GRACE, LocalCluster
+from localcluster.cluster import (
+    KWOK_CONFIG,
+    KWOK_NODE_LEASE_SECONDS,
+    KWOK_STAGES,
+    NODE_MONITOR_GRACE,
+    LocalCluster,
+    Settings,
+)
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +96,18 @@ def test_scheduler_config_points_the_extender_at_loopback_with_our_ca(
     assert config["leaderElection"] == {"leaderElect": False}
     assert config["clientConnection"]["kubeconfig"].endswith("admin.kubeconfig")
     assert "extenders" not in _local(tmp_path, cluster_pki).scheduler_config(with_extender=False)
+
+
+def test_scheduler_tuning_comes_from_the_settings(tmp_path: Path, cluster_pki: pki.ClusterPKI) -> None:
+    local = _local(tmp_path, cluster_pki)
+    assert "percentageOfNodesToScore" not in local.scheduler_config(with_extender=True)
+    assert local.scheduler_flags() == []
+    tuned = LocalCluster("unit", Settings(scheduler_feature_gates={"SchedulerAsyncAPICalls": True, "B": False},
+                                          percentage_of_nodes_to_score=100), directory=tmp_path)
+    tuned.pki = cluster_pki
+    tuned.ports = dict(local.ports)
+    assert tuned.scheduler_config(with_extender=True)["percentageOfNodesToScore"] == 100
+    assert tuned.scheduler_flags() == ["--feature-gates=B=false,SchedulerAsyncAPICalls=true"]
 
 
 def test_webhook_configurations_get_loopback_urls_and_our_ca_bundle(

@@ -83,6 +83,33 @@ def test_a_dry_run_does_not_need_the_schedulers_verdict() -> None:
     assert pods.not_provisionable_reason({**manifest, "spec": {"nodeName": "n"}}, require_unschedulable=False) == "bound"
 
 
+CREATED = "2026-01-01T00:00:00Z"  # 1_767_225_600.0
+
+
+def test_a_pod_kube_scheduler_has_not_tried_for_the_grace_counts_as_unschedulable() -> None:
+    untried = pod(metadata__creationTimestamp=CREATED, status__conditions=[])
+    created = 1_767_225_600.0
+    assert pods.waits_for_first_attempt(untried, created + 5.0, 5.0)
+    assert not pods.waits_for_first_attempt(untried, created + 4.9, 5.0)
+    assert pods.not_provisionable_reason(untried, now=created + 5.0, untried_grace=5.0) is None
+    assert pods.not_provisionable_reason(untried, now=created + 4.9, untried_grace=5.0) == (
+        "kube-scheduler has not marked it Unschedulable")
+    assert pods.not_provisionable_reason(untried, now=created + 60.0) == "kube-scheduler has not marked it Unschedulable"
+    # tried (any PodScheduled condition: gated, a scheduler error), bound, another scheduler's, no creation time
+    gated = pod(metadata__creationTimestamp=CREATED,
+                status__conditions=[{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}])
+    other = pod(metadata__creationTimestamp=CREATED, status__conditions=[], spec__schedulerName="batch-scheduler")
+    named = pod(metadata__creationTimestamp=CREATED, status__conditions=[], spec__schedulerName="default-scheduler")
+    bound = pod(metadata__creationTimestamp=CREATED, status__conditions=[], spec__nodeName="n")
+    undated = pod(status__conditions=[])
+    later = created + 60.0
+    assert [pods.waits_for_first_attempt(p, later, 5.0) for p in (gated, other, named, bound, undated)] == [
+        False, False, True, False, False]
+    assert pods.not_provisionable_reason(gated, now=later, untried_grace=5.0) == (
+        "kube-scheduler has not marked it Unschedulable")
+    assert pods.not_provisionable_reason(bound, now=later, untried_grace=5.0) == "bound"
+
+
 @pytest.mark.parametrize(("odd", "reason"), [
     ("odd", "not an object"), ({"metadata": "odd"}, "malformed pod"), ({"spec": ["x"]}, "malformed pod"),
     ({"status": 3}, "malformed pod"),
