@@ -23,7 +23,12 @@ launched: **an instance is a Node whose ``spec.providerID`` is ``kwok://<its nam
 - The Node's name is derived from the request id (``kwok-`` + 16 hex digits of its SHA-256),
   so create is idempotent per ``request.id`` as the other providers are: a retried create
   finds the Node of the first one and returns it; before the Node exists it returns the same
-  name again. A request whose Node is still being deleted raises LaunchError (retried later).
+  name again. A request whose Node is being deleted (its instance was terminated: the node
+  went empty, or expired, and the pods it was launched for are pending again) launches under
+  the next name of its chain (:func:`node_name` of the request id and the names spent), as
+  the EC2 provider launches with a new ClientToken when the first one's instance is gone; a
+  retried create walks the same chain and finds that Node. More than
+  :data:`MAX_SPENT_NAMES` names being deleted raises LaunchError (retried later).
 - :meth:`~KwokCloudProvider.get` reads the Node (NotFoundError when absent, being deleted, or
   not a kwok instance); :meth:`~KwokCloudProvider.list` lists the Nodes labelled
   ``karpenter.sh/provisioner-name`` with a ``kwok://`` provider ID, not being deleted;
@@ -170,9 +175,18 @@ def load_catalog(instance_types: str | Path | None = None, offerings: str | Path
     return KwokCatalog(instance_types=types, offerings=zones, region=region, prices=book, source=source)
 
 
-def node_name(request_id: str) -> str:
-    """The Node name (and instance ID) of a node request's instance: ``kwok-`` + 16 hex digits."""
-    return "kwok-" + hashlib.sha256(request_id.encode()).hexdigest()[:16]
+#: Names of one node request's chain whose Nodes may still be being deleted before a create gives up.
+MAX_SPENT_NAMES = 3
+
+
+def node_name(request_id: str, spent: Sequence[str] = ()) -> str:
+    """The Node name (and instance ID) of a node request's instance: ``kwok-`` + 16 hex digits.
+
+    ``spent``: the names of the request's earlier instances whose Nodes are being deleted (see
+    the module docstring); each gives the request a new name.
+    """
+    key = request_id if not spent else f"{request_id}\0spent={','.join(spent)}"
+    return "kwok-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def provider_id_of(name: str) -> str:
@@ -318,18 +332,8 @@ class KwokCloudProvider:
         ``insufficient_capacity``), LaunchError (no options; the request's Node is still being
         deleted or is not a kwok instance; the API failed).
         """
-        name = node_name(request.id)
-        existing = self._read_node(name)
+        name, existing = self._request_node(request)
         if existing is not None:
-            if not is_instance(existing) or _labels(existing).get(wk.NODE_REQUEST_TAG) != request.id:
-                raise LaunchError(
-                    f"node {name} of node request {request.id} exists and is not its kwok instance "
-                    f"(providerID {_provider_id(existing) or 'unset'})"
-                )
-            if _is_deleting(existing):
-                raise LaunchError(
-                    f"node {name} of node request {request.id} is still being deleted; retry once it is gone"
-                )
             log.info("Found instance %s already launched for node request %s", name, request.id)
             return machine_from_node(existing)
         options = list(request.instance_type_options)
@@ -355,6 +359,35 @@ class KwokCloudProvider:
             + ", ".join(f"{t}/{z}/{c}" for t, z, c in sorted(failed)),
             sorted(failed),
         )
+
+    def _request_node(self, request: NodeRequest) -> tuple[str, Object | None]:
+        """The name of ``request``'s instance and its live Node (None when not launched yet).
+
+        Walks the request's chain of names past Nodes being deleted (module docstring). Raises
+        LaunchError when a name is taken by a Node that is not the request's kwok instance, or
+        more than :data:`MAX_SPENT_NAMES` of the chain are being deleted.
+        """
+        spent: list[str] = []
+        while True:
+            name = node_name(request.id, spent)
+            existing = self._read_node(name)
+            if existing is None:
+                return name, None
+            if not is_instance(existing) or _labels(existing).get(wk.NODE_REQUEST_TAG) != request.id:
+                raise LaunchError(
+                    f"node {name} of node request {request.id} exists and is not its kwok instance "
+                    f"(providerID {_provider_id(existing) or 'unset'})"
+                )
+            if not _is_deleting(existing):
+                return name, existing
+            spent.append(name)
+            if len(spent) > MAX_SPENT_NAMES:
+                raise LaunchError(
+                    f"nodes {', '.join(spent)} of node request {request.id} are still being deleted; "
+                    "retry once they are gone"
+                )
+            log.info("Node %s of node request %s is being deleted (its instance was terminated); "
+                     "launching under a new name", name, request.id)
 
     def delete(self, provider_id: str) -> None:
         """Delete the instance's Node; gone, being deleted or not a kwok instance is success. Raises LaunchError."""

@@ -18,7 +18,7 @@ from provisioner.app.controller import build_cloud_provider
 from provisioner.clock import FakeClock, rfc3339
 from provisioner.cloudprovider import kwok
 from provisioner.cloudprovider.catalogfiles import CatalogFileError
-from provisioner.cloudprovider.kwok import KwokCloudProvider, load_catalog, node_name
+from provisioner.cloudprovider.kwok import MAX_SPENT_NAMES, KwokCloudProvider, load_catalog, node_name
 from provisioner.cloudprovider.offerings import UNAVAILABLE_OFFERING_TTL_SECONDS
 from provisioner.cloudprovider.types import (
     InsufficientCapacityError,
@@ -229,18 +229,39 @@ def test_create_is_idempotent_per_request_id_before_and_after_the_node_exists():
     assert cluster.cloud.create(request(request_id="nr-test-2")).name != first.name
 
 
-def test_create_refuses_while_the_requests_node_is_being_deleted_or_is_not_its_instance():
-    cluster = KwokCluster()
-    req = request()
-    machine = cluster.cloud.create(req)
+def being_deleted(cluster, machine):
+    """``machine``'s Node, held by the termination finalizer while it is deleted."""
     cluster.api.create("Node", {
         "metadata": {"name": machine.name, "labels": dict(machine.labels), "finalizers": ["karpenter.sh/termination"]},
         "spec": {"providerID": machine.provider_id},
     })
     cluster.api.delete("Node", machine.name)
-    with pytest.raises(LaunchError, match=rf"node {machine.name} of node request nr-test-1 is still being deleted"):
+
+
+def test_a_request_whose_node_is_being_deleted_launches_under_the_next_name_of_its_chain():
+    cluster = KwokCluster()
+    req = request()
+    first = cluster.cloud.create(req)
+    being_deleted(cluster, first)
+    second = cluster.cloud.create(req)
+    assert second.name == node_name(req.id, [first.name]) != first.name
+    assert second.node_request_id == req.id
+    # a retried create walks the same chain and finds the second instance
+    assert cluster.cloud.create(req).provider_id == second.provider_id
+    # the chain has an end: with every name of it being deleted, the create is refused until one is gone
+    names = [first.name, second.name]
+    being_deleted(cluster, second)
+    while len(names) <= MAX_SPENT_NAMES:
+        machine = cluster.cloud.create(req)
+        assert machine.name == node_name(req.id, names)
+        names.append(machine.name)
+        being_deleted(cluster, machine)
+    with pytest.raises(LaunchError, match=rf"nodes {', '.join(names)} of node request {req.id} are still being deleted"):
         cluster.cloud.create(req)
 
+
+def test_create_refuses_a_name_taken_by_another_instance():
+    cluster = KwokCluster()
     other = request(request_id="nr-test-3")
     cluster.api.create("Node", {"metadata": {"name": node_name(other.id)}, "spec": {"providerID": "aws:///x/i-1"}})
     with pytest.raises(LaunchError, match="exists and is not its kwok instance"):
