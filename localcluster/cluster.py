@@ -97,6 +97,9 @@ class Settings:
     #: The controller's cloud provider: ``aws`` (EC2 and SSM on a seeded moto server) or
     #: ``kwok`` (instances are kwok Nodes, no moto; ``provisioner.cloudprovider.kwok``).
     cloud_provider: str = "aws"
+    #: Start Groupless's controller (with ``groupless``). False: the webhook and the extender run
+    #: but nothing is launched on its own (the differential test launches the plan itself).
+    controller: bool = True
 
 
 def cache_dir() -> Path:
@@ -349,7 +352,7 @@ class LocalCluster:
             say("Groupless extender is serving")
         self._start_scheduler(with_extender=extender)
         say("kube-scheduler is healthy" + (" (with the Groupless extender)" if extender else ""))
-        if "controller" in subcommands and (self.aws_endpoint_url or s.cloud_provider == "kwok"):
+        if s.controller and "controller" in subcommands and (self.aws_endpoint_url or s.cloud_provider == "kwok"):
             self._start_controller()
             say("Groupless controller is running")
         self._wait_default_service_account()
