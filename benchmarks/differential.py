@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cluster up in {time.monotonic() - started:.1f}s; load average {os.getloadavg()[0]:.2f}", flush=True)
     driver = Driver(cluster, progress=print if args.verbose else None)
     agreed = total = nodes = 0
-    causes: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
     errors: list[str] = []
     loads: list[float] = []
     t0 = time.monotonic()
@@ -58,8 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             agreed += outcome.agreement.agreed
             total += outcome.agreement.total
             nodes += len(outcome.launched)
-            for verdict in outcome.agreement.disagreements:
-                causes[verdict.cause.split(":")[0].split(" bound to")[0]] += 1
+            kinds.update(v.kind for v in outcome.agreement.verdicts)
             print(f"{describe(outcome)}\n  ({time.monotonic() - w0:.1f}s, load {loads[-1]:.2f})", flush=True)
     finally:
         driver.close()
@@ -69,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nagreement: {agreed}/{total} pods ({100 * rate:.2f} %) over {args.workloads - len(errors)} workload(s) "
           f"of {args.pods} pods; {nodes} node(s) launched; {elapsed:.0f}s; load average "
           f"{min(loads, default=0):.2f}-{max(loads, default=0):.2f} (mean {sum(loads) / max(len(loads), 1):.2f})")
-    for cause, count in causes.most_common():
-        print(f"  {count} x {cause}")
+    print("verdicts by kind (see localcluster/differential/agreement.py): "
+          + ", ".join(f"{kind} {count}" for kind, count in kinds.most_common()))
     for line in errors:
         print(f"  error: {line}")
     return 0 if not errors else 1

@@ -55,7 +55,7 @@ from provisioner.controllers.initialization import InitializationController
 from provisioner.controllers.objects import Context
 from provisioner.controllers.provisioning.launcher import Launcher, LaunchJob, LaunchStatus
 from provisioner.controllers.provisioning.nodes import node_request_id, taint_dicts
-from provisioner.kube.api import NotFoundError, Object
+from provisioner.kube.api import ConflictError, NotFoundError, Object
 from provisioner.kube.client import KubeClient
 from provisioner.model import labels as wk
 from provisioner.model import objects
@@ -191,7 +191,10 @@ class Driver:
             for name in sorted(pending):
                 node = self.api.get("Node", name)
                 if objects.is_ready(node):
-                    self.initialization.reconcile(node)
+                    try:
+                        self.initialization.reconcile(node)
+                    except ConflictError:  # kwok wrote the node meanwhile: the controller's requeue
+                        continue
                     node = self.api.get("Node", name)
                     if not any(t.get("key") == wk.NOT_READY_TAINT_KEY for t in objects.spec(node).get("taints") or ()):
                         pending.discard(name)
@@ -379,7 +382,6 @@ class Driver:
             self.create_pods(workload)
             mark("pods")
             launched = self.launch_plan(workload, planned)
-            self.wait_daemonsets(workload)
             mark("launch")
             pods = self.settle(workload, [_named(e, launched) for e in expected])
             mark("settle")
@@ -414,8 +416,14 @@ def expectations(workload: Workload, planned: Planned) -> list[Expected]:
     result = []
     for manifest in workload.pods:
         key = f"{manifest['metadata']['namespace']}/{manifest['metadata']['name']}"
-        result.append(Expected(key, where.get(key), reasons.get(key, "not in the plan")))
+        result.append(Expected(key, where.get(key), reasons.get(key, "not in the plan"), twins_key(manifest)))
     return result
+
+
+def twins_key(pod: Mapping[str, Any]) -> str:
+    """What a pod shares with its twins: the manifest without its name (namespace, labels, spec), as canonical JSON."""
+    metadata = {k: v for k, v in (pod.get("metadata") or {}).items() if k != "name"}
+    return json.dumps({**pod, "metadata": metadata}, sort_keys=True)
 
 
 def _named(expected: Expected, launched: Sequence[str]) -> Expected:
@@ -439,4 +447,4 @@ def describe(outcome: Outcome) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Driver", "DriverError", "Outcome", "describe", "expectations", "observations", "queue_order"]
+__all__ = ["Driver", "DriverError", "Outcome", "describe", "expectations", "observations", "queue_order", "twins_key"]

@@ -113,7 +113,10 @@ def _container(name: str, requests: Mapping[str, str] | None = None, limits: Map
     resources: dict[str, Any] = {}
     if requests:
         resources["requests"] = dict(requests)
-    if limits:
+        # limits as large as the requests: a LimitRange's default limits (smaller) never apply
+        # to a container that asks for more, which the API server would refuse
+        resources["limits"] = dict(limits or requests)
+    elif limits:
         resources["limits"] = dict(limits)
     if resources:
         container["resources"] = resources

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from localcluster.differential.agreement import Expected, NodeFacts, Observed, alike, judge
-from localcluster.differential.driver import expectations, queue_order
+from localcluster.differential.driver import expectations, queue_order, twins_key
 from localcluster.differential.planning import plan_objects
 from localcluster.differential.workload import CONSTRAINTS, REQUEST_STYLES, generate
 
@@ -92,6 +92,16 @@ def test_expectations_name_each_pods_planned_node_or_the_plans_reason() -> None:
         assert {e.pod for e in expected if e.node == f"new:{index}"} == {p.key for p in node.pods}
 
 
+def test_twins_are_the_pods_alike_but_for_their_names() -> None:
+    workload = generate(4, 50)
+    keys = [twins_key(p) for p in workload.pods]
+    first, second = workload.pods[0], workload.pods[1]
+    assert first["metadata"]["labels"] == second["metadata"]["labels"]  # replicas of one group
+    assert keys[0] == keys[1]
+    groups = {p["metadata"]["labels"]["app"] for p in workload.pods}
+    assert len(set(keys)) >= len(groups)  # a group's pods with their own claims are no twins
+
+
 # ------------------------------------------------------------------ the agreement rule
 def _node(name: str, zone: str = "a", instance_type: str = "m5.large", planned: bool = True,
           cpu: str = "1930m") -> NodeFacts:
@@ -107,6 +117,10 @@ def _verdict(planned: str | None, bound: str | None, message: str = "", reason: 
     agreement = judge([Expected("ns/p", planned, reason)], [Observed("ns/p", bound, message)], NODES)
     (verdict,) = agreement.verdicts
     return verdict.agrees, verdict.cause
+
+
+def _kinds(expected: list[Expected], observed: list[Observed]) -> list[tuple[str, bool, str]]:
+    return [(v.pod, v.agrees, v.kind) for v in judge(expected, observed, NODES).verdicts]
 
 
 def test_a_pod_bound_to_its_planned_node_agrees() -> None:
@@ -139,9 +153,29 @@ def test_a_pod_planned_on_an_existing_node_bound_to_a_new_one_disagrees() -> Non
                                            "kube-scheduler bound it to the new node n1 (m5.large, a)")
 
 
-def test_existing_nodes_alike_are_interchangeable_too_but_not_across_zones() -> None:
-    assert _verdict("e1", "e1")[0]
-    assert not _verdict("e1", "e2")[0]
+def test_a_pod_planned_on_existing_room_agrees_on_any_existing_node_as_the_plan_launches_nothing_for_it() -> None:
+    assert _verdict("e1", "e1") == (True, "bound to its planned node e1 (m5.large, a, existing)")
+    assert _verdict("e1", "e2") == (True, "planned on the existing node e1 (m5.large, a, existing), bound to the "
+                                          "existing node e2 (m5.large, b, existing)")
+
+
+def test_twins_bound_to_each_others_planned_nodes_agree() -> None:
+    expected = [Expected("ns/a", "n1", twins="web"), Expected("ns/b", "n3", twins="web"),
+                Expected("ns/c", "n4", twins="web")]
+    observed = [Observed("ns/a", "n3"), Observed("ns/b", "n4"), Observed("ns/c", "n2")]
+    assert _kinds(expected, observed) == [("ns/a", True, "twin-node"), ("ns/b", True, "twin-node"),
+                                          ("ns/c", True, "twin-node")]
+    cause = judge(expected, observed, NODES).verdicts[0].cause
+    assert cause == "bound to n3 (m5.large, b), where the plan put its twin ns/b"
+
+
+def test_twins_agree_only_as_far_as_the_planned_nodes_go_and_other_pods_are_no_twins() -> None:
+    expected = [Expected("ns/a", "n1", twins="web"), Expected("ns/b", "n1", twins="web"),
+                Expected("ns/c", "n3", twins="db")]
+    # both twins planned in zone a; one went to zone b, where only a pod of another kind was planned
+    observed = [Observed("ns/a", "n3"), Observed("ns/b", "n1"), Observed("ns/c", "n1")]
+    assert _kinds(expected, observed) == [("ns/a", False, "other-node"), ("ns/b", True, "same-node"),
+                                          ("ns/c", False, "other-node")]
 
 
 def test_a_pod_left_pending_beside_its_planned_node_disagrees_with_kube_schedulers_message() -> None:
