@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from collections import Counter
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         driver.close()
         cluster.down(quiet=True)
+        shutil.rmtree(cluster.directory, ignore_errors=True)
     elapsed = time.monotonic() - t0
     rate = agreed / total if total else 1.0
     print(f"\nagreement: {agreed}/{total} pods ({100 * rate:.2f} %) over {args.workloads - len(errors)} workload(s) "

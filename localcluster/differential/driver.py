@@ -36,7 +36,9 @@ that never turns Ready); a pod that is not bound where planned is a disagreement
 from __future__ import annotations
 
 import json
+import ssl
 import time
+import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -308,8 +310,42 @@ class Driver:
             )
             jobs.append(LaunchJob(replace(node, pods=pods), request, nominate=True, provisioner_uid=provisioner_uid))
         names = self.launch(jobs)
+        self.wait_extender_holds(workload, dict(zip(names, (job.planned.pods for job in jobs), strict=True)))
         self.initialise(names)
         return names
+
+    def _extender_filter(self, pod: Object, names: list[str]) -> list[str]:
+        """The extender's ``/filter`` answer for ``pod`` over ``names``: the names that pass (as kube-scheduler asks)."""
+        url = f"https://127.0.0.1:{self.cluster.ports['extender']}/filter"
+        request = urllib.request.Request(url, data=json.dumps({"Pod": pod, "NodeNames": names}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        context = ssl.create_default_context(cafile=str(self.cluster.pki.ca.cert))
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:  # noqa: S310
+            answer = json.loads(response.read())
+        return list(answer.get("NodeNames") or [])
+
+    def wait_extender_holds(self, workload: Workload, planned: Mapping[str, Sequence[Any]]) -> None:
+        """Wait until the extender keeps every pending pod nominated to a new node (``planned``: node -> pods) to it.
+
+        The provisioning controller writes a Node minutes before its instance is Ready; here kwok
+        makes it Ready at once, so this waits, as that time would, for the extender to have seen
+        the nominations (its answer to kube-scheduler's filter call is the pod's node alone)
+        before the nodes are initialised.
+        """
+        wanted = {pod.key: node for node, pods in planned.items() for pod in pods}
+        names = [objects.name(n) for n in self.api.list("Node")[0]]
+
+        def holds() -> bool:
+            for pod in self._pods(workload.namespace):
+                node = wanted.get(objects.key(pod))
+                if node is not None and not objects.spec(pod).get("nodeName") and \
+                        self._extender_filter(pod, names) != [node]:
+                    return False
+            return True
+
+        if not self._wait(holds, 60, "the extender to hold the nominated pods", interval=0.5):
+            raise DriverError(f"workload {workload.seed}: the extender did not hold the nominated pods to their "
+                              f"nodes within 60s")
 
     def settle(self, workload: Workload, expected: Sequence[Expected]) -> list[Object]:
         """Step 6: the pods once every placed one is bound and every unplaced one was judged against every node."""
