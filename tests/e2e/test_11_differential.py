@@ -13,19 +13,16 @@ controller is not started: the webhook and the extender run, and nothing launche
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 
-from localcluster.build import BuildError
-from localcluster.cluster import ClusterError, LocalCluster, Settings
+from localcluster.cluster import LocalCluster, Settings
 from localcluster.differential.driver import Driver, Outcome, describe
 from localcluster.differential.workload import CONSTRAINTS, REQUEST_STYLES, generate
+from tests.e2e.conftest import module_cluster
 
 #: The fixed workloads: seeds and pods per workload.
 SEEDS = tuple(range(10))
@@ -37,23 +34,8 @@ outcomes: dict[int, Outcome] = {}
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     """A local cluster without the Groupless controller (webhook and extender only), stopped after this module."""
-    name = os.environ.get("GROUPLESS_E2E_CLUSTER", "e2e") + "-differential"
-    settings = Settings(cloud_provider="kwok", controller=False)
-    local = LocalCluster(name, settings)
-    if local.running():  # someone else's: never stop it, start our own
-        local = LocalCluster(f"{name}-{os.getpid()}", settings)
-    started = time.monotonic()
-    try:
-        local.up(progress=lambda m: print(f"[e2e differential cluster {time.monotonic() - started:5.1f}s] {m}",
-                                          file=sys.stderr, flush=True))
-    except (BuildError, ClusterError) as error:
-        pytest.fail(f"the local control plane for the differential test could not start: {error}", pytrace=False)
-    try:
+    with module_cluster("differential", Settings(cloud_provider="kwok", controller=False)) as local:
         yield local
-    finally:
-        local.down(quiet=True)
-        if local.name != name:
-            shutil.rmtree(local.directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -12,18 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from provisioner.model.labels import ZONE
-from tests.builders.catalog import instance_type
 from tests.builders.nodes import node_manifest
 from tests.builders.plans import bound, on_existing, plan_of
 from tests.builders.pods import manifest
-from tests.builders.provisioners import provisioner
-
-HOSTNAME = "kubernetes.io/hostname"
-A, B = "ap-south-1a", "ap-south-1b"
-AMD64_OD = (("karpenter.sh/capacity-type", "In", ("on-demand",)), ("kubernetes.io/arch", "In", ("amd64",)))
-M5_XLARGE = instance_type("m5.xlarge", "amd64", 4000, 14968, 58, 3820, 13875, 0.202)
-PROVISIONER = provisioner(requirements=AMD64_OD)
-TYPES = {"default": [M5_XLARGE]}
+from tests.unit.scheduling.test_existing_preferences import HOSTNAME, PROVISIONER, TYPES, A, B
 
 
 def node(name: str, zone: str = A, cpu: str = "1500m") -> dict[str, Any]:
