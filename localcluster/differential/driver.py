@@ -21,8 +21,10 @@ own. For one :class:`~localcluster.differential.workload.Workload`, :meth:`Drive
    Provisioner's, its taints), the kwok cloud provider's offering choice, and the Node from
    :func:`provisioner.controllers.provisioning.nodes.node_manifest` through the controller's
    :class:`~provisioner.controllers.provisioning.launcher.Launcher` (labels, taints, capacity,
-   allocatable, the nominations of the pods planned there), then removes each node's
-   ``karpenter.sh/not-ready`` taint once kwok reports it Ready with the controller's own
+   allocatable, the nominations of the pods planned there), waits until the extender holds
+   each nominated pod to its node (:meth:`Driver.wait_extender_holds`: a real instance boots
+   for minutes, a kwok one at once), then removes each node's ``karpenter.sh/not-ready`` taint
+   once kwok reports it Ready with the controller's own
    :class:`~provisioner.controllers.initialization.InitializationController`;
 6. waits until every pod the plan placed is bound and every pod it could not place has been
    judged by kube-scheduler against every node (or :attr:`Driver.settle_seconds` pass), and
