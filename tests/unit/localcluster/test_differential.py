@@ -6,9 +6,11 @@ The cluster part runs in ``tests/e2e/test_11_differential.py``.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
+from localcluster.cluster import LocalCluster, Settings
 from localcluster.differential.agreement import Expected, NodeFacts, Observed, alike, judge
 from localcluster.differential.driver import expectations, queue_order, twins_key
 from localcluster.differential.planning import plan_objects
@@ -197,3 +199,21 @@ def test_the_rate_counts_every_expected_pod_and_a_missing_observation_is_pending
     assert [v.pod for v in agreement.disagreements] == ["ns/c", "ns/d"]
     assert agreement.disagreements[1].cause == "planned on n1 (m5.large, a), left Pending: no message"
     assert judge([], [], []).rate == 1.0
+
+
+# ------------------------------------------------------------------ the cluster it runs on
+@pytest.mark.parametrize(("controller", "last"), [(True, ["controller"]), (False, [])])
+def test_a_cluster_without_the_controller_runs_the_webhook_and_the_extender_and_launches_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, controller: bool, last: list[str]) -> None:
+    local = LocalCluster("unit", Settings(cloud_provider="kwok", controller=controller), directory=tmp_path)
+    local.ports = {"apiserver": 6443}
+    started: list[str] = []
+    for step in ("etcd", "apiserver", "controller_manager", "moto", "kwok", "webhook", "extender", "controller"):
+        monkeypatch.setattr(local, f"_start_{step}", lambda *_, _step=step: started.append(_step))
+    monkeypatch.setattr(local, "_start_scheduler",
+                        lambda with_extender: started.append("scheduler(extender)" if with_extender else "scheduler"))
+    for quiet in ("_apply_crds", "_register_webhooks", "_wait_default_service_account"):
+        monkeypatch.setattr(local, quiet, lambda: None)
+    local._start_all(lambda line: None)
+    assert started == ["etcd", "apiserver", "controller_manager", "kwok", "webhook", "extender",
+                       "scheduler(extender)", *last]
