@@ -18,8 +18,9 @@ The rule: a pod *agrees* when
   to another such node (``existing-elsewhere``): the plan launches nothing for such a pod
   whichever existing node takes it (the provisioning controller acts on the plan's new nodes
   only; placements on Ready nodes are not nominated), and which existing node wins is decided
-  by kube-scheduler's scores (its plugins, the extender's packing and price scores), which the
-  plan does not model. A consequence for other pods (room they needed) shows in their verdicts;
+  by kube-scheduler's scores, which the plan models only in part (TaintToleration, NodeAffinity
+  and InterPodAffinity; not the resource scores, nor the extender's packing and price scores).
+  A consequence for other pods (room they needed) shows in their verdicts;
 * or the plan found no place for it and kube-scheduler left it Pending (``unplaced-pending``).
 
 Everything else disagrees, with a cause naming both sides: a pod the plan launched a node for
