@@ -97,7 +97,7 @@ NODES_LAUNCHED = Counter(
 
 NODES_TERMINATED = Counter(
     "groupless_nodes_terminated_total",
-    "Nodes terminated, by reason (provisioner_deleted, emptiness, expiration, deleted).",
+    "Nodes terminated, by reason (provisioner_deleted, emptiness, expiration, consolidation, deleted).",
     ["provisioner", "reason"],
 )
 """Nodes whose instance was terminated and Node object removed, by reason."""
@@ -117,6 +117,30 @@ EVICTIONS = Counter(
     ["outcome"],
 )
 """Evictions during termination, by outcome (see :data:`EVICTION_OUTCOMES`)."""
+
+CONSOLIDATION_ACTIONS = Counter(
+    "groupless_consolidation_actions_total",
+    "Consolidation moves, by kind (delete, replace) and outcome (started; dropped = the cluster changed "
+    "before it acted; failed = no replacement capacity).",
+    ["kind", "outcome"],
+)
+"""Consolidation moves decided, by kind and what came of them."""
+
+CONSOLIDATION_SAVINGS = Counter(
+    "groupless_consolidation_savings_usd_per_hour_total",
+    "Sum of the USD per hour that started consolidation moves save (the nodes' price minus their "
+    "replacements'), by kind (delete, replace).",
+    ["kind"],
+)
+"""USD/hour saved by the consolidation moves started, summed."""
+
+CONSOLIDATION_CANDIDATES = Gauge(
+    "groupless_consolidation_candidates",
+    "Nodes of consolidating Provisioners at the last consolidation pass, by state (candidate, "
+    "unconsolidatable, blocked = their Provisioner has pods pending or a launch in flight).",
+    ["state"],
+)
+"""Nodes eligible for consolidation at the last pass, and those that were not."""
 
 # --- cloud provider ---------------------------------------------------------------------
 
@@ -339,7 +363,8 @@ def time_call(histogram: Histogram, **labels: Any) -> Iterator[dict[str, str]]:
 #: Every metric of this module, for the docs test and for ``/metrics`` smoke checks.
 ALL_METRICS = (
     BATCH_SIZE, BATCH_DURATION, SOLVE_DURATION, PODS_NOMINATED, LAUNCH_ERRORS, NODES_LAUNCHED,
-    NODES_TERMINATED, ORPHAN_INSTANCES, EVICTIONS, CLOUDPROVIDER_DURATION, EXTENDER_DURATION, WEBHOOK_DURATION,
+    NODES_TERMINATED, ORPHAN_INSTANCES, EVICTIONS, CONSOLIDATION_ACTIONS, CONSOLIDATION_SAVINGS,
+    CONSOLIDATION_CANDIDATES, CLOUDPROVIDER_DURATION, EXTENDER_DURATION, WEBHOOK_DURATION,
     PROVISIONER_USAGE, PROVISIONER_LIMIT, PROVISIONER_USAGE_RATIO, NODE_ALLOCATABLE, NODE_REQUESTED,
 )
 

@@ -51,13 +51,13 @@ from provisioner.state.solverinput import build_solver_input, provisionable_pods
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from provisioner.cloudprovider.aws.amis import MissingImage
+    from provisioner.cloudprovider.aws.amifamily import MissingImage
 
 #: Kinds read for the plan.
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
 #: Kinds that often sit beside workloads in a manifest directory and do not change a plan.
 IGNORED_KINDS = frozenset({
-    "Namespace", "Service", "ConfigMap", "Secret", "ServiceAccount", "PodDisruptionBudget", "Role",
+    "Namespace", "Service", "ConfigMap", "Secret", "ServiceAccount", "Role",
     "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Ingress", "NetworkPolicy", "HorizontalPodAutoscaler",
     "PriorityClass", "ResourceQuota", "CronJob", "Endpoints", "EndpointSlice",
     "CustomResourceDefinition", "AWSNodeTemplate", "EC2NodeClass",
@@ -79,6 +79,8 @@ class Inputs:
     pvs: list[dict[str, Any]] = field(default_factory=list)
     storage_classes: list[dict[str, Any]] = field(default_factory=list)
     limit_ranges: list[dict[str, Any]] = field(default_factory=list)
+    #: PodDisruptionBudgets (read by ``--consolidate`` only).
+    pdbs: list[dict[str, Any]] = field(default_factory=list)
     where: dict[int, str] = field(default_factory=dict)  # id(pod object) -> "file, document N"
     #: Advice that does not stop the plan (webhook warnings, replaced Provisioners), "file: document N: ..."
     warnings: list[str] = field(default_factory=list)
@@ -299,7 +301,7 @@ def _add_object(inputs: Inputs, kind: str, doc: dict[str, Any], where: str) -> N
         inputs.limit_ranges.append(doc)
     else:
         lists = {"Node": inputs.nodes, "PersistentVolumeClaim": inputs.pvcs, "PersistentVolume": inputs.pvs,
-                 "StorageClass": inputs.storage_classes}
+                 "StorageClass": inputs.storage_classes, "PodDisruptionBudget": inputs.pdbs}
         if kind not in lists:
             raise _unknown_kind(kind, doc, where)
         lists[kind].append(doc)
@@ -414,15 +416,20 @@ class _Captured(logging.Handler):
 
 
 def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], warnings: list[str]) -> Catalog:
-    """Instance types per Provisioner (kubelet settings change pods and overhead), region and prices.
+    """Instance types per Provisioner, region and prices.
+
+    Each Provisioner's instance types come from the controller's own conversion
+    (:func:`~provisioner.cloudprovider.aws.catalog.instance_types_for` under its
+    :class:`~provisioner.cloudprovider.aws.catalog.NodeConfiguration`: ``blockDeviceMappings``,
+    ``kubeletConfiguration``, ``amiFamily`` and ``--eni-limited-pod-density``), so the plan's
+    nodes are the ones the controller would launch.
 
     Region: ``--region``; else, with ``--offerings``, the region of its zones; else (catalog from
     EC2) ``AWS_REGION``, ``AWS_DEFAULT_REGION`` or the profile's; else PlanInputError asking for
     ``--region``. Advice (region mismatch, pricing file without the region, estimated prices)
     is appended to ``warnings``.
     """
-    from provisioner.cloudprovider.aws.amis import offered_instance_types
-    from provisioner.cloudprovider.aws.catalog import instance_types_from_ec2
+    from provisioner.cloudprovider.aws.catalog import NodeConfiguration, instance_types_for
 
     if args.instance_types or args.offerings:
         if not (args.instance_types and args.offerings):
@@ -461,10 +468,13 @@ def read_catalog(args: argparse.Namespace, provisioners: Sequence[Provisioner], 
     try:
         for p in provisioners:
             try:
-                converted = instance_types_from_ec2(types, offerings, book, kubelet=p.spec.kubelet_configuration)
+                config = NodeConfiguration.of(p, eni_limited_pod_density=args.eni_limited_pod_density)
+            except ValueError as error:
+                raise PlanInputError(f"Provisioner {p.name}: {error}") from error
+            try:
+                result[p.name], missing = instance_types_for(config, types, offerings, book)
             except (KeyError, TypeError, ValueError) as error:
                 raise PlanInputError(f"instance type catalog: {error}") from error
-            result[p.name], missing = offered_instance_types(p.spec.provider, converted)
             if missing:
                 missing_images[p.name] = missing
     finally:
@@ -605,6 +615,8 @@ def run(args: argparse.Namespace) -> int:
         if not inputs.provisioners:
             raise PlanInputError("no Provisioner in the input: nothing could be launched")
         catalog = read_catalog(args, inputs.provisioners, warnings)
+        if getattr(args, "consolidate", False):
+            return _consolidate(inputs, catalog, args.output, warnings)
         plan = solve(build_input(inputs, catalog.instance_types))
     except PlanInputError as error:
         _print_warnings(warnings)
@@ -619,6 +631,22 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(plan_to_json(plan, catalog), indent=2))
     else:
         print(plan_to_table(plan, catalog))
+    return 0
+
+
+def _consolidate(inputs: Inputs, catalog: Catalog, output: str, warnings: list[str]) -> int:
+    """``--consolidate``: consolidation's moves over the Nodes and bound Pods (:mod:`provisioner.plan_consolidation`)."""
+    from provisioner.plan_consolidation import plan_consolidation, to_json, to_table
+
+    result = plan_consolidation(nodes=inputs.nodes, pods=inputs.pods, provisioners=inputs.provisioners,
+                                catalog=catalog.instance_types, daemonsets=inputs.daemonsets, pdbs=inputs.pdbs,
+                                now=time.time())
+    _print_warnings(warnings)
+    if output == "json":
+        print(json.dumps({"region": catalog.region, "priceSource": catalog.price_source, **to_json(result)}, indent=2))
+    else:
+        print(f"Region: {catalog.region} (from {catalog.region_source}); prices: {catalog.price_source}")
+        print(to_table(result))
     return 0
 
 
@@ -656,6 +684,16 @@ examples:
   kubectl get provisioners,deploy,nodes,pods -A -o yaml | groupless plan -f - --region ap-south-1 -o json"""
 
 
+def _bool_flag(text: str) -> bool:
+    """``true``/``false`` (also 1/0, yes/no, on/off), read as the controller reads its boolean settings."""
+    from provisioner.settings import parse_bool
+
+    try:
+        return parse_bool(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
 def register(subparsers: Any) -> None:
     """Add ``groupless plan`` to the CLI."""
     parser = subparsers.add_parser(
@@ -680,6 +718,12 @@ def register(subparsers: Any) -> None:
                              "or the AWS profile's)")
     parser.add_argument("--aws-endpoint-url", metavar="URL",
                         help="EC2 endpoint to read the catalog from (for example a moto server); needs credentials")
+    parser.add_argument("--consolidate", action="store_true",
+                        help="print what consolidation would do with the given Nodes and the Pods bound to them, "
+                             "move after move, and what it would save (docs/consolidation.md)")
+    parser.add_argument("--eni-limited-pod-density", type=_bool_flag, default=True, metavar="true|false",
+                        help="pod capacity from the ENI limits of each instance type (default true); false: 110 "
+                             "pods, as the controller's --eni-limited-pod-density=false")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
                         help="table (default) or json: {region, priceSource, estimatedPrices, nodes, existing, "
                              "unschedulable, totalPricePerHour}")

@@ -141,6 +141,28 @@ class Logging:
 
 
 @dataclass(frozen=True, slots=True)
+class Consolidation:
+    """Consolidation's pace and churn guards (seconds, fractions, counts); docs/consolidation.md.
+
+    ``interval_seconds``: between passes (Karpenter: 10 s). ``settle_seconds``: a node is a
+    candidate only once no pod has been bound to it or removed from it for this long (v1's
+    ``consolidateAfter``). ``validation_seconds``: a move decided is checked again this long
+    later, just before it acts, and dropped if the cluster changed (Karpenter: 15 s).
+    ``min_savings_fraction``: a move must save at least this share of its nodes' price.
+    ``max_disrupted_share``: at most this share of the consolidating Provisioners' nodes (at
+    least one) disrupted at once. ``spot_options``: a spot node is replaced by spot only when
+    at least this many cheaper instance types remain (Karpenter's 15); else spot is only deleted.
+    """
+
+    interval_seconds: float = 10.0
+    settle_seconds: float = 30.0
+    validation_seconds: float = 15.0
+    min_savings_fraction: float = 0.1
+    max_disrupted_share: float = 0.1
+    spot_options: int = 15
+
+
+@dataclass(frozen=True, slots=True)
 class ControllerSettings:
     """Everything the controller process needs, in groups; defaults are the documented ones.
 
@@ -160,6 +182,7 @@ class ControllerSettings:
     serving: Serving = field(default_factory=Serving)
     logging: Logging = field(default_factory=Logging)
     kwok: Kwok = field(default_factory=Kwok)
+    consolidation: Consolidation = field(default_factory=Consolidation)
 
     @property
     def provisioning(self) -> ProvisioningSettings:
@@ -171,7 +194,8 @@ class SettingsError(ValueError):
     """A setting has a value it cannot take; the message names the flag and the variable."""
 
 
-def _parse_bool(text: str) -> bool:
+def parse_bool(text: str) -> bool:
+    """``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off`` (any case); ValueError otherwise."""
     value = text.strip().lower()
     if value in ("1", "true", "yes", "on"):
         return True
@@ -219,6 +243,23 @@ def _parse_node_labels(text: str) -> dict[str, str]:
     if decided:
         raise ValueError(f"{', '.join(decided)}: set by the instance or the Provisioner on every node, not a setting")
     return labels
+
+
+def _fraction(text: str) -> float:
+    """A share between 0 and 1 (``0.1``, or ``10%``); ValueError otherwise."""
+    value = text.strip()
+    number = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+    if not 0 <= number <= 1:
+        raise ValueError(f"expected a fraction between 0 and 1 (or a percentage), got {text!r}")
+    return number
+
+
+def _count(text: str) -> int:
+    """A whole number >= 1; ValueError otherwise."""
+    number = int(text.strip())
+    if number < 1:
+        raise ValueError(f"expected a whole number of at least 1, got {text!r}")
+    return number
 
 
 def _choice(*allowed: str) -> Callable[[str], str]:
@@ -282,7 +323,7 @@ _OPTIONS: tuple[_Option, ...] = (
             "the Pricing API is not called and the static price table is used)"),
     _Option("default_instance_profile", ("aws", "default_instance_profile"), _optional,
             "instance profile when a Provisioner names none"),
-    _Option("eni_limited_pod_density", ("aws", "eni_limited_pod_density"), _parse_bool,
+    _Option("eni_limited_pod_density", ("aws", "eni_limited_pod_density"), parse_bool,
             "max pods from ENI limits (false: 110)"),
     _Option("batch_idle_duration", ("batching", "idle_seconds"), _parse_duration,
             "seconds without a new pending pod that close a batch"),
@@ -300,7 +341,7 @@ _OPTIONS: tuple[_Option, ...] = (
             "extra annotations for every launched node, k=v,k=v"),
     _Option("log_level", ("logging", "level"), level_name, f"log level: {', '.join(LEVEL_NAMES)}"),
     _Option("log_format", ("logging", "format"), format_name, f"log format: {', '.join(FORMATS)}"),
-    _Option("leader_elect", ("leader_election", "enabled"), _parse_bool,
+    _Option("leader_elect", ("leader_election", "enabled"), parse_bool,
             "elect a leader with a coordination.k8s.io/v1 Lease"),
     _Option("lease_name", ("leader_election", "lease_name"), str, "name of the leader-election Lease"),
     _Option("lease_namespace", ("leader_election", "lease_namespace"), str,
@@ -318,6 +359,18 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("extender_address", ("serving", "extender_address"), str,
             "host:port to also serve the scheduler extender (/filter, /prioritize) on, plain HTTP, "
             "from this process's cache; empty: not served (use groupless extender)"),
+    _Option("consolidation_interval", ("consolidation", "interval_seconds"), _parse_duration,
+            "seconds between consolidation passes"),
+    _Option("consolidation_settle_period", ("consolidation", "settle_seconds"), _parse_duration,
+            "a node is a consolidation candidate once its pods have not changed for this many seconds"),
+    _Option("consolidation_validation_period", ("consolidation", "validation_seconds"), _parse_duration,
+            "seconds between a consolidation decision and its re-validation just before it acts"),
+    _Option("consolidation_min_savings", ("consolidation", "min_savings_fraction"), _fraction,
+            "a consolidation move must save at least this share of its nodes' price (0-1 or a percentage)"),
+    _Option("consolidation_max_disrupted", ("consolidation", "max_disrupted_share"), _fraction,
+            "at most this share of the consolidating Provisioners' nodes (at least one) disrupted at once"),
+    _Option("consolidation_spot_options", ("consolidation", "spot_options"), _count,
+            "spot nodes are replaced by spot only with at least this many cheaper instance types, else only deleted"),
     _Option("instance_types", ("kwok", "instance_types_file"), _optional,
             "kwok only: file with the DescribeInstanceTypes answer (JSON) of the simulated catalog "
             "(unset: the default catalog of 42 types in ap-south-1a/b/c)"),
@@ -373,7 +426,7 @@ def _show(value: Any) -> str:
 def _metavar(option: _Option) -> str:
     if option.parse is _parse_duration:
         return "DURATION"
-    if option.parse is _parse_bool:
+    if option.parse is parse_bool:
         return "BOOL"
     if option.parse in (_parse_map, _parse_node_labels):
         return "K=V,..."

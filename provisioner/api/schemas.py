@@ -37,6 +37,7 @@ from provisioner.api.types import (
     AWSProvider,
     BlockDeviceMapping,
     Condition,
+    Consolidation,
     KubeletConfiguration,
     Limits,
     MetadataOptions,
@@ -383,6 +384,7 @@ class AWSProviderSchema(_Strict):
 class KubeletConfigurationSchema(_Strict):
     cluster_dns = StringList(data_key="clusterDNS")
     max_pods = StrictInteger(data_key="maxPods")
+    pods_per_core = StrictInteger(data_key="podsPerCore")
     system_reserved = StringMap(data_key="systemReserved", quantities=True)
     kube_reserved = StringMap(data_key="kubeReserved", quantities=True)
     eviction_hard = StringMap(data_key="evictionHard")
@@ -400,6 +402,14 @@ class LimitsSchema(_Strict):
         return Limits(resources=data["resources"])
 
 
+class ConsolidationSchema(_Strict):
+    enabled = StrictBoolean()
+
+    @post_load
+    def _make(self, data: dict[str, Any], **kwargs: Any) -> Consolidation:
+        return Consolidation(**data)
+
+
 class ProvisionerSpecSchema(_Strict):
     requirements = _list_of(NodeSelectorRequirementSchema)
     labels = StringMap()
@@ -411,6 +421,7 @@ class ProvisionerSpecSchema(_Strict):
     ttl_seconds_after_empty = StrictInteger(data_key="ttlSecondsAfterEmpty")
     ttl_seconds_until_expired = StrictInteger(data_key="ttlSecondsUntilExpired")
     weight = StrictInteger()
+    consolidation = _nested(ConsolidationSchema)
 
     OMIT_EMPTY = frozenset({"requirements", "labels", "taints", "startupTaints"})
 

@@ -7,7 +7,7 @@ them into integers (milli-CPU, bytes) at the edge of the core.
 
 Source of the field set: Karpenter v0.6.3's ``Provisioner`` plus these fields of later
 versions: ``startupTaints``, ``weight``, ``blockDeviceMappings``, kubelet
-``maxPods``/``systemReserved``/``kubeReserved``/``evictionHard``.
+``maxPods``/``podsPerCore``/``systemReserved``/``kubeReserved``/``evictionHard``, ``consolidation`` (v0.15-v0.31).
 """
 
 from __future__ import annotations
@@ -87,11 +87,13 @@ class KubeletConfiguration:
     """Kubelet settings that change a node's allocatable or its bootstrap.
 
     ``system_reserved``, ``kube_reserved`` and ``eviction_hard`` map resource names (or
-    eviction signals such as ``memory.available``) to quantity strings.
+    eviction signals such as ``memory.available``) to quantity strings. ``pods_per_core`` caps
+    the pod capacity at that many pods per vCPU (0 or None: no cap; kubelet's ``podsPerCore``).
     """
 
     cluster_dns: tuple[str, ...] | None = None
     max_pods: int | None = None
+    pods_per_core: int | None = None
     system_reserved: tuple[tuple[str, str], ...] | None = None
     kube_reserved: tuple[tuple[str, str], ...] | None = None
     eviction_hard: tuple[tuple[str, str], ...] | None = None
@@ -123,6 +125,13 @@ class Condition:
 
 
 @dataclass(frozen=True, slots=True)
+class Consolidation:
+    """``spec.consolidation`` (Karpenter v0.15-v0.31): ``enabled`` turns consolidation on (``None``: off)."""
+
+    enabled: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ProvisionerStatus:
     resources: tuple[tuple[str, str], ...] = ()
     conditions: tuple[Condition, ...] = ()
@@ -141,6 +150,12 @@ class ProvisionerSpec:
     ttl_seconds_after_empty: int | None = None
     ttl_seconds_until_expired: int | None = None
     weight: int | None = None
+    consolidation: Consolidation | None = None
+
+    @property
+    def consolidation_enabled(self) -> bool:
+        """``spec.consolidation.enabled`` is true (the webhook refuses it beside ``ttlSecondsAfterEmpty``)."""
+        return self.consolidation is not None and self.consolidation.enabled is True
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,9 @@ with rules 11-12 replaced by what Karpenter v0.7+ does (any qualified key outsid
 domains; operators In, NotIn, Exists, DoesNotExist, Gt, Lt), plus what later versions added:
 ``amiFamily`` AL2023, ``weight`` in 1..100, ``startupTaints`` checked like taints (and no
 key/effect pair twice across both lists), quantities in limits and kubelet reservations,
-non-negative TTLs, and ``karpenter.sh/provisioner-name`` reserved for the controller.
+non-negative TTLs, ``karpenter.sh/provisioner-name`` reserved for the controller, and
+``consolidation.enabled`` refused beside ``ttlSecondsAfterEmpty`` (Karpenter v0.15-v0.31's
+``ErrMultipleOneOf``: consolidation removes empty nodes itself).
 Structural problems (wrong types, unknown fields) come from the strict decoder in
 :mod:`provisioner.api.schemas`; the rules below skip values of the wrong type so that each
 problem is reported once.
@@ -261,6 +263,12 @@ def _validate_spec(spec: dict[str, Any], out: _Collector) -> None:
         value = spec.get(name)
         if _is_int(value) and value < 0:
             out.error(["spec", name], value, "cannot be negative")
+    consolidation = spec.get("consolidation")
+    if (isinstance(consolidation, dict) and consolidation.get("enabled") is True
+            and spec.get("ttlSecondsAfterEmpty") is not None):
+        out.error(["spec", "consolidation", "enabled"], True,
+                  "expected exactly one, got both: spec.consolidation.enabled and spec.ttlSecondsAfterEmpty "
+                  "(consolidation removes empty nodes itself; unset ttlSecondsAfterEmpty)")
     weight = spec.get("weight")
     if _is_int(weight) and not WEIGHT_RANGE[0] <= weight <= WEIGHT_RANGE[1]:
         out.error(["spec", "weight"], weight, f"must be between {WEIGHT_RANGE[0]} and {WEIGHT_RANGE[1]}")
@@ -497,6 +505,9 @@ def _validate_kubelet(kubelet: dict[str, Any], out: _Collector) -> None:
     max_pods = kubelet.get("maxPods")
     if _is_int(max_pods) and max_pods < 0:
         out.error([*path, "maxPods"], max_pods, "cannot be negative")
+    pods_per_core = kubelet.get("podsPerCore")
+    if _is_int(pods_per_core) and pods_per_core < 0:
+        out.error([*path, "podsPerCore"], pods_per_core, "cannot be negative")
     for name in ("systemReserved", "kubeReserved"):
         reserved = kubelet.get(name)
         if isinstance(reserved, dict):

@@ -2,9 +2,9 @@
 
 What runs once this replica holds the Lease: adoption of the instances launched without a Node
 (once the cache has synced, before anything else), the provisioning controller (batcher, solver,
-launches), the lifecycle controllers (initialization, expiration, emptiness, termination,
-garbage collection, Provisioner deletion, counter) behind one work queue, and a periodic
-resync. What runs on every replica: the cluster state cache (an informer per kind, so a standby
+launches), consolidation (its own loop), the lifecycle controllers (initialization,
+expiration, emptiness, termination, garbage collection, Provisioner deletion, counter) behind one
+work queue, and a periodic resync. What runs on every replica: the cluster state cache (an informer per kind, so a standby
 takes over with a warm cache) and the instance types fetched ahead, ``/healthz``, ``/readyz`` and ``/metrics`` on
 ``--listen-address``, and, with ``--extender-address``, the scheduler extender over that cache. A replica that loses the
 Lease exits (as Karpenter's does) so that it restarts clean as a candidate.
@@ -32,7 +32,10 @@ from provisioner.controllers.manager import Manager, PodsByNode, resync_loop
 from provisioner.controllers.objects import Context, EventSink
 from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.kube.api import KubeAPI
+from provisioner.model import labels as wk
+from provisioner.model import objects
 from provisioner.settings import ControllerSettings, SettingsError, add_arguments, from_args
+from provisioner.state.inflight import InFlightLedger
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,8 @@ def register(subparsers: Any) -> None:
         help="run the provisioning and lifecycle controllers (leader-elected)",
         description=(
             "Run the Groupless controllers: provisioning of unschedulable pods, node initialization, "
-            "expiration (ttlSecondsUntilExpired), emptiness (ttlSecondsAfterEmpty), PDB-safe termination, "
+            "expiration (ttlSecondsUntilExpired), emptiness (ttlSecondsAfterEmpty), consolidation "
+            "(consolidation.enabled), PDB-safe termination, "
             "garbage collection and Provisioner status. Every flag can also be set with the GROUPLESS_* "
             "environment variable shown; the flag wins."
         ),
@@ -94,6 +98,13 @@ def build_cloud_provider(settings: ControllerSettings, clock: Clock, kube: Any =
     return provider
 
 
+def launching_provisioners(ledger: InFlightLedger) -> set[str]:
+    """Provisioners with a launch running or a Node written that the cache does not show yet."""
+    writes = ledger.writes()
+    written = {str(objects.labels(n).get(wk.PROVISIONER_NAME) or "") for n in writes.written.values()}
+    return (set(writes.launching) | written) - {""}
+
+
 class ControllerProcess:
     """The wiring of ``groupless controller`` around an API, a cloud provider and a clock."""
 
@@ -117,6 +128,15 @@ class ControllerProcess:
         self.provisioning = ProvisioningController(kube, self.state, cloud, self.clock, recorder,
                                                    settings.provisioning)
         self.manager = Manager(self.ctx, settings, replacer=self.provisioning.replace)
+        from provisioner.controllers.consolidation import ConsolidationController
+
+        ledger = self.provisioning.ledger
+        self.consolidation = ConsolidationController(
+            self.ctx, self.state, settings.consolidation, replacer=self.provisioning.replace_nodes,
+            in_flight=lambda: ledger.in_flight().keys(), launching=lambda: launching_provisioners(ledger),
+            reserved=lambda snapshot, names: ledger.reserved(names, snapshot),
+            node_labels=settings.nodes.labels,
+        )
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.leading = threading.Event()
         self.threads: list[threading.Thread] = []
@@ -187,6 +207,9 @@ class ControllerProcess:
         resync.start()
         self.threads.append(resync)
         thread = threading.Thread(target=self.provisioning.run, args=(self.stop,), name="provisioning", daemon=True)
+        thread.start()
+        self.threads.append(thread)
+        thread = threading.Thread(target=self.consolidation.run, args=(self.stop,), name="consolidation", daemon=True)
         thread.start()
         self.threads.append(thread)
 

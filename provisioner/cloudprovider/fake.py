@@ -37,12 +37,7 @@ from typing import Any
 
 from provisioner.api.types import Provisioner
 from provisioner.clock import Clock, FakeClock, rfc3339
-from provisioner.cloudprovider.kubelet import (
-    EVICTION_MEMORY_AVAILABLE_BYTES,
-    SYSTEM_RESERVED_CPU_MILLI,
-    SYSTEM_RESERVED_MEMORY_BYTES,
-    kube_reserved_cpu_milli,
-)
+from provisioner.cloudprovider.kubelet import node_overhead
 from provisioner.cloudprovider.launchrecord import launch_tags, read_launch_tags
 from provisioner.cloudprovider.offerings import (
     OfferingKey,
@@ -154,19 +149,15 @@ def make_instance_type(
 
 
 def aws_overhead(cpu_milli: int, memory_bytes: int, eni_pods: int) -> Resources:
-    """The AWS provider's overhead (v0.6.3 model) for a shape, for builder-made types.
+    """The AWS provider's cpu and memory overhead for a shape (AL2023, no kubelet settings), for builder-made types.
 
-    Same figures as :func:`provisioner.cloudprovider.aws.catalog.overhead_of` without
-    ephemeral-storage: cpu 100m + kube-reserved bands; memory 11 MiB x ``eni_pods`` + 555 MiB.
+    :func:`~provisioner.cloudprovider.kubelet.node_overhead`, the AWS provider's own model, of a
+    node of ``cpu_milli`` and ``memory_bytes`` whose kube-reserved memory counts ``eni_pods``:
+    cpu 100m + kube-reserved bands; memory 11 MiB x ``eni_pods`` + 455 MiB. Builder-made types
+    keep their ephemeral storage whole (only cpu and memory are reserved).
     """
-    del memory_bytes  # the model does not scale with memory
-    kube_reserved_memory = (11 * eni_pods + 255) * MIB
-    return Resources(
-        {
-            CPU: SYSTEM_RESERVED_CPU_MILLI + kube_reserved_cpu_milli(cpu_milli),
-            MEMORY: kube_reserved_memory + SYSTEM_RESERVED_MEMORY_BYTES + EVICTION_MEMORY_AVAILABLE_BYTES,
-        }
-    )
+    overhead = node_overhead(Resources({CPU: cpu_milli, MEMORY: memory_bytes}), eni_pods, None)
+    return Resources({CPU: overhead.get(CPU), MEMORY: overhead.get(MEMORY)})
 
 
 def default_instance_types(zones: Sequence[str] = DEFAULT_ZONES) -> list[InstanceType]:

@@ -35,13 +35,14 @@ Unlike a cloud there is no launched-but-untracked window to garbage-collect: a c
 Node is never written (the controller crashed in between) launched nothing.
 
 Instance types come from EC2-shaped catalog files (:mod:`provisioner.cloudprovider.catalogfiles`,
-the reader ``groupless plan`` uses) converted by the AWS provider's own model
-(:func:`provisioner.cloudprovider.aws.catalog.instance_types_from_ec2`: capacity, kubelet
-reservations, ENI-limited pods, ``karpenter.k8s.aws/instance-*`` labels), so a kwok Node is the
-size the AWS provider would have launched. Without files, the default catalog shipped in
+the reader ``groupless plan`` uses) converted by the AWS provider's own conversion
+(:func:`provisioner.cloudprovider.aws.catalog.instance_types_for`: capacity, disks, kubelet
+reservations, ENI-limited pods, the AMI family's rules and images, ``karpenter.k8s.aws/instance-*``
+labels), so a kwok Node is the size the AWS provider would have launched. Without files, the default catalog shipped in
 ``provisioner/cloudprovider/data/`` is used: 42 types (22 amd64, 20 arm64; burstable, general,
 compute, memory, GPU and Neuron families) in ap-south-1a/b/c with on-demand and spot prices.
-The Provisioner's ``spec.provider`` (subnets, AMIs) does not apply.
+Of the Provisioner's ``spec.provider`` only what sizes a node applies (``amiFamily``,
+``blockDeviceMappings``); subnets, security groups and images are not looked up.
 
 Insufficient capacity: offerings in :attr:`KwokCloudProvider.insufficient_capacity` fail as
 EC2's InsufficientInstanceCapacity would (for tests and experiments that embed the provider);
@@ -63,7 +64,12 @@ from typing import TYPE_CHECKING, Any
 from provisioner.api.types import Provisioner
 from provisioner.clock import Clock, RealClock, rfc3339
 from provisioner.cloudprovider import catalogfiles
-from provisioner.cloudprovider.aws.catalog import PriceBook, instance_types_from_ec2
+from provisioner.cloudprovider.aws.catalog import (
+    NodeConfiguration,
+    OfferedInstanceTypes,
+    PriceBook,
+    instance_types_for,
+)
 from provisioner.cloudprovider.offerings import (
     OfferingKey,
     UnavailableOfferings,
@@ -257,7 +263,7 @@ class KwokCloudProvider:
         self.eni_limited_pod_density = eni_limited_pod_density
         self.insufficient_capacity: set[OfferingKey] = set(insufficient_capacity)
         self.unavailable = UnavailableOfferings(self.clock)
-        self._converted: dict[Any, list[InstanceType]] = {}
+        self._converted: dict[Any, OfferedInstanceTypes] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -281,32 +287,29 @@ class KwokCloudProvider:
     def get_instance_types(self, provisioner: Provisioner) -> InstanceTypeList:
         """The catalog's types in every catalog zone, priced, ICE-marked, sorted by name.
 
-        The Provisioner's ``kubeletConfiguration`` sets pods and reservations, as for AWS;
-        ConfigurationError when one of its quantities does not parse.
+        The AWS provider's own conversion
+        (:func:`~provisioner.cloudprovider.aws.catalog.instance_types_for` under the
+        Provisioner's :class:`~provisioner.cloudprovider.aws.catalog.NodeConfiguration`):
+        ``kubeletConfiguration``, ``blockDeviceMappings`` and ``amiFamily`` size the nodes as on
+        AWS, and types the family has no image for are not offered. ConfigurationError when a
+        kubelet or volume quantity does not parse.
         """
-        kubelet = provisioner.spec.kubelet_configuration
         unavailable = self.unavailable.snapshot()
-        key = (kubelet, unavailable)
-        with self._lock:
-            cached = self._converted.get(key)
-        if cached is not None:
-            return list(cached)
         try:
-            result = instance_types_from_ec2(
-                self.catalog.instance_types,
-                self.catalog.offerings,
-                self.catalog.prices,
-                kubelet,
-                self.eni_limited_pod_density,
-                unavailable=unavailable,
-            )
+            config = NodeConfiguration.of(provisioner, self.eni_limited_pod_density)
+            key = (config, unavailable)
+            with self._lock:
+                cached = self._converted.get(key)
+            if cached is None:
+                cached = instance_types_for(config, self.catalog.instance_types, self.catalog.offerings,
+                                            self.catalog.prices, unavailable=unavailable)
+                with self._lock:
+                    if len(self._converted) > 64:
+                        self._converted.clear()
+                    self._converted[key] = cached
         except ValueError as error:
-            raise ConfigurationError(f"provisioner {provisioner.name}: kubeletConfiguration: {error}") from error
-        with self._lock:
-            if len(self._converted) > 64:
-                self._converted.clear()
-            self._converted[key] = result
-        return list(result)
+            raise ConfigurationError(f"provisioner {provisioner.name}: {error}") from error
+        return list(cached.offered)
 
     def create(self, request: NodeRequest) -> Machine:
         """The instance of ``request``: its existing Node's, else a new choice of offering (see the module docstring).

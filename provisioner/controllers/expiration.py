@@ -20,6 +20,11 @@ three restart-safe steps whose state lives on the Node, not in memory:
    Replacements are never retired as empty while the node they replace exists
    (:mod:`provisioner.model.replacements`, read by emptiness).
 
+Consolidation (:mod:`provisioner.controllers.consolidation`) reuses steps 3-4: it taints the
+nodes of a move with the reason ``consolidation``, launches their replacements together and
+records them on each node; from there this controller waits for them and deletes the node, as
+for an expired one.
+
 A Provisioner without ``ttlSecondsUntilExpired`` never expires its nodes; removing (or raising)
 the TTL before the node is deleted takes the taint and the record off again, unless the taint
 carries the annotation ``groupless.dev/disruption-reason``: then another controller set it
@@ -75,12 +80,14 @@ class ExpirationController:
             return Result.done()
         if objects.is_deleting(node):
             return self._watch_replacements(node)
+        if objects.disruption_reason(node) == objects.REASON_CONSOLIDATION:
+            return self._follow_consolidation(node)
         ttl = ttl_seconds(get_provisioner(self.ctx, node), "ttlSecondsUntilExpired")
-        created = objects.created_at(node)
-        if ttl is None or created is None:
+        launched = objects.launched_at(node)
+        if ttl is None or launched is None:
             return self._cancel(node)
         now = self.ctx.clock.now()
-        expires = created + ttl
+        expires = launched + ttl
         if now < expires:
             self._cancel(node)
             return Result.after(expires - now)
@@ -88,12 +95,28 @@ class ExpirationController:
         if not objects.has_taint(node, DISRUPTED_TAINT_KEY):
             patch = objects.guarded(node, {"spec": {"taints": [*objects.taints(node), DISRUPTED_TAINT]}})
             self.ctx.patch("Node", name, patch)  # a stale read ends here in a 409: no second event
-            log.info("Triggering termination for expired node %s after %ds (created %s)", name, ttl, rfc3339(created))
+            log.info("Triggering termination for expired node %s after %ds (launched %s)", name, ttl, rfc3339(launched))
             self.ctx.events.normal(node, "Expired", f"Node expired after ttlSecondsUntilExpired={ttl}s; replacing")
             return Result.now()
         recorded = replacements.recorded(node)
         if recorded is None:
             return self._replace(node)
+        return self._await_replacements(node, recorded)
+
+    def _follow_consolidation(self, node: Object) -> Result:
+        """A node consolidation tainted: once its replacements are recorded, steps 3-4 as for an expired node.
+
+        The consolidation controller launches the replacements of all the nodes of one move
+        together and records them on each; until then (no record) the node is its to finish.
+        """
+        recorded = replacements.recorded(node)
+        if recorded is None:
+            return Result.done()
+        return self._await_replacements(node, recorded)
+
+    def _await_replacements(self, node: Object, recorded: Sequence[str]) -> Result:
+        """Step 3: delete the node once every recorded replacement is Ready; a lost one clears the record."""
+        name = objects.name(node)
         if self._lost(name, recorded):
             self._record(name, None)
             return Result.now()
@@ -112,7 +135,7 @@ class ExpirationController:
         for replacement in recorded:
             other = self.ctx.read("Node", replacement) or self.ctx.read_live("Node", replacement)
             if other is None or objects.is_deleting(other):
-                log.info("Replacement node %s of expired node %s is %s; replacing again", replacement, name,
+                log.info("Replacement node %s of disrupted node %s is %s; replacing again", replacement, name,
                          "gone" if other is None else "being deleted")
                 lost.append(replacement)
         return lost
@@ -197,7 +220,8 @@ class ExpirationController:
 
     def _delete(self, node: Object, why: str) -> Result:
         name = objects.name(node)
-        log.info("Deleting expired node %s: %s", name, why)
-        self.ctx.events.normal(node, "Replacing", f"Deleting expired node: {why}")
+        what = "consolidated" if objects.disruption_reason(node) == objects.REASON_CONSOLIDATION else "expired"
+        log.info("Deleting %s node %s: %s", what, name, why)
+        self.ctx.events.normal(node, "Replacing", f"Deleting {what} node: {why}")
         self.ctx.delete_node(name)
         return Result.done()

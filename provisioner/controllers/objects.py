@@ -24,7 +24,8 @@ from provisioner.cloudprovider.types import CloudProvider
 from provisioner.kube.api import KubeAPI, NotFoundError, Object
 from provisioner.model import pods
 from provisioner.model import taints as model_taints
-from provisioner.model.labels import DO_NOT_EVICT_ANNOTATION, PROVISIONER_NAME
+from provisioner.model.disruption import do_not_evict as do_not_evict
+from provisioner.model.labels import PROVISIONER_NAME
 
 # The wire accessors every part shares, under the names the lifecycle controllers call them by.
 from provisioner.model.objects import annotations_of as annotations_of
@@ -32,6 +33,7 @@ from provisioner.model.objects import created_at as created_at
 from provisioner.model.objects import deleting, spec
 from provisioner.model.objects import is_ready as is_ready
 from provisioner.model.objects import labels as labels
+from provisioner.model.objects import launched_at as launched_at
 from provisioner.model.objects import meta as meta
 from provisioner.model.objects import name as name
 from provisioner.model.objects import namespace as namespace
@@ -51,13 +53,15 @@ log = logging.getLogger(__name__)
 is_deleting = deleting
 
 #: Why a controller tainted a node ``karpenter.sh/disrupted`` (set with the taint, in one write):
-#: ``provisioner-deleted`` (ownership), ``emptiness`` (emptiness). Expiration taints without it.
+#: ``provisioner-deleted`` (ownership), ``emptiness`` (emptiness), ``consolidation`` (consolidation).
+#: Expiration taints without it.
 #: A taint carrying this annotation belongs to the controller that set it: only that controller
 #: takes it off again (emptiness when a pod arrived; expiration never lifts one). Read by
 #: termination for its metric.
 DISRUPTION_REASON_ANNOTATION = "groupless.dev/disruption-reason"
 REASON_PROVISIONER_DELETED = "provisioner-deleted"
 REASON_EMPTINESS = "emptiness"
+REASON_CONSOLIDATION = "consolidation"
 
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 
@@ -248,10 +252,6 @@ def tolerates_unschedulable(pod: Object) -> bool:
 
 def is_critical(pod: Object) -> bool:
     return (pod.get("spec") or {}).get("priorityClassName") in CRITICAL_PRIORITY_CLASSES
-
-
-def do_not_evict(pod: Object) -> bool:
-    return annotations_of(pod).get(DO_NOT_EVICT_ANNOTATION) == "true"
 
 
 def is_occupant(pod: Object) -> bool:

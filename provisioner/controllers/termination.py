@@ -96,6 +96,8 @@ def termination_reason(node: Object) -> str:
     reason = objects.disruption_reason(node)
     if reason == objects.REASON_PROVISIONER_DELETED:
         return "provisioner_deleted"
+    if reason == objects.REASON_CONSOLIDATION:
+        return "consolidation"
     tainted = objects.has_taint(node, DISRUPTED_TAINT_KEY)
     # emptiness taints too, and says so in the reason annotation; an untainted node with an
     # emptiness timestamp went the same way (e.g. deleted by hand while its emptiness TTL ran)

@@ -64,6 +64,15 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
 
+    @property
+    def transient(self) -> bool:
+        """Whether the same request may succeed later.
+
+        True when the server failed or was unreachable (5xx; the client reports a refused or
+        reset connection as 503), or asked for a slower pace (429).
+        """
+        return self.status >= 500 or self.status == 429
+
 
 def resource_for(kind: str) -> Resource:
     """The :class:`Resource` of ``kind``; an :class:`ApiError` 404 (kubectl's wording) when unknown.

@@ -32,7 +32,6 @@ from __future__ import annotations
 import bisect
 import copy
 import itertools
-import math
 import threading
 import time
 import uuid
@@ -57,6 +56,9 @@ from provisioner.kube.api import (
     resource_for,
 )
 from provisioner.kube.selectors import parse_selector, selector_matches
+from provisioner.model.disruption import budget_status
+from provisioner.model.disruption import pod_is_healthy as pod_is_healthy
+from provisioner.model.disruption import scaled_value as scaled_value
 from provisioner.model.pods import is_terminal, phase
 
 #: Kinds whose ``status`` is a subresource on a real API server.
@@ -96,33 +98,6 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
-
-
-def pod_is_healthy(pod: Mapping[str, Any]) -> bool:
-    """Running, condition Ready=True and not being deleted (the disruption controller's "healthy")."""
-    if pod.get("metadata", {}).get("deletionTimestamp"):
-        return False
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-
-
-def scaled_value(value: int | str, total: int, *, round_up: bool) -> int:
-    """An IntOrString against ``total``: ints as is, ``"25%"`` as a share (apimachinery's rule).
-
-    ValueError for a string that is not a percentage.
-    """
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if not text.endswith("%"):
-        if text.isdigit():
-            return int(text)
-        raise ValueError(f"invalid value for IntOrString: {value!r}")
-    pct = int(text[:-1])
-    share = pct * total / 100
-    return math.ceil(share) if round_up else math.floor(share)
 
 
 class FakeKubeAPI:
@@ -512,22 +487,7 @@ class FakeKubeAPI:
             and selector_matches(selector, o["metadata"].get("labels"))
             and not is_terminal(o)
         ]
-        healthy = sum(1 for p in pods if pod_is_healthy(p))
-        expected = self._expected_pods.get((ns, pdb["metadata"]["name"]), len(pods))
-        if spec.get("maxUnavailable") is not None:
-            max_unavailable = scaled_value(spec["maxUnavailable"], expected, round_up=True)
-            desired = max(0, expected - max_unavailable)
-        elif spec.get("minAvailable") is not None:
-            desired = scaled_value(spec["minAvailable"], expected, round_up=True)
-        else:
-            desired = expected  # neither field: every expected pod must stay healthy
-        allowed = max(0, healthy - desired)
-        return {
-            "currentHealthy": healthy,
-            "desiredHealthy": desired,
-            "expectedPods": expected,
-            "disruptionsAllowed": allowed,
-        }
+        return budget_status(spec, pods, self._expected_pods.get((ns, pdb["metadata"]["name"])))
 
     def evict(self, name: str, namespace: str) -> None:
         """policy/v1 Eviction: delete the pod unless a PodDisruptionBudget forbids it (429).

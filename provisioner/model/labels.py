@@ -76,11 +76,16 @@ RESTRICTED_LABELS = frozenset({HOSTNAME, PROVISIONER_NAME, "karpenter.sh/emptine
 NOMINATIONS_ANNOTATION = "groupless.dev/nominations"
 #: USD per hour of the offering a node was launched with (written at launch, read by the extender's scores).
 PRICE_ANNOTATION = "groupless.dev/price-per-hour"
+#: RFC3339 time its instance was launched (written with the Node; an adopted instance's Node is
+#: written later than its launch). A node's age, for ``ttlSecondsUntilExpired``, counts from it.
+LAUNCHED_AT_ANNOTATION = "groupless.dev/launched-at"
 NODE_REQUEST_TAG = "groupless.dev/node-request"
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
 NOT_READY_TAINT_KEY = "karpenter.sh/not-ready"
 EMPTINESS_TIMESTAMP_ANNOTATION = "karpenter.sh/emptiness-timestamp"
 DO_NOT_EVICT_ANNOTATION = "karpenter.sh/do-not-evict"
+#: On a Node: ``"true"`` keeps it out of consolidation (Karpenter v0.15-v0.31).
+DO_NOT_CONSOLIDATE_ANNOTATION = "karpenter.sh/do-not-consolidate"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, cast
 
+from provisioner.model.labels import LAUNCHED_AT_ANNOTATION
 from provisioner.model.timestamps import timestamp
 
 
@@ -173,6 +174,20 @@ def deleting(obj: Any) -> bool:
 def created_at(obj: Any) -> float | None:
     """``metadata.creationTimestamp`` in epoch seconds; ``None`` when absent or malformed."""
     return timestamp(meta(obj).get("creationTimestamp"))
+
+
+def launched_at(node: Any) -> float | None:
+    """When a node's instance was launched, in epoch seconds; ``None`` when unknown.
+
+    The ``groupless.dev/launched-at`` annotation, else (absent or malformed: a node written
+    before it existed, or not by Groupless) ``metadata.creationTimestamp``.
+
+    A node's age counts from here (``ttlSecondsUntilExpired``, as Karpenter counts from the
+    Node's creation): the two differ for an instance adopted after a launch that ended before
+    its Node was written, which has been running since its launch.
+    """
+    launched = timestamp(annotations_of(node).get(LAUNCHED_AT_ANNOTATION))
+    return launched if launched is not None else created_at(node)
 
 
 def owner_references(obj: Any) -> tuple[RawOwnerReference, ...]:

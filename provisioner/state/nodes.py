@@ -25,7 +25,8 @@ Rules (and their sources):
   ``pods`` slot (kube-scheduler counts every pod against the node's pod limit:
   :func:`provisioner.scheduling.pods.effective_requests`);
 * price: the ``groupless.dev/price-per-hour`` annotation, else (managed nodes) a price lookup;
-  expiry: creation time + the Provisioner's ``ttlSecondsUntilExpired``.
+  expiry: its instance's launch (:func:`provisioner.model.objects.launched_at`) + the
+  Provisioner's ``ttlSecondsUntilExpired``.
 
 :class:`NodeViews` builds the views of a whole :class:`~provisioner.state.cluster.Snapshot`,
 reusing the view of every node whose Node object, pod objects and Provisioner are the very
@@ -95,10 +96,12 @@ class StateNode:
     core units (milli-CPU, bytes, counts). ``pods``: the bound pods that have not finished (wire
     objects), ``pod_requests`` their requests in the same order. ``nominations``: the decoded
     ``groupless.dev/nominations`` annotation (which still hold depends on the time:
-    :meth:`held`). ``price``: USD per hour, if known. ``created_at``, ``expires_at``: epoch
-    seconds, None when unknown (``expires_at`` also when the Provisioner sets no
-    ``ttlSecondsUntilExpired``). ``taint_error`` / ``allocatable_error``: why ``spec.taints`` /
-    the allocatable could not be read (the solver leaves such a node out). ``node``: the Node.
+    :meth:`held`). ``price``: USD per hour, if known. ``created_at`` (the Node's),
+    ``expires_at`` (its instance's launch + ``ttlSecondsUntilExpired``:
+    :func:`provisioner.model.objects.launched_at`): epoch seconds, None when unknown
+    (``expires_at`` also when the Provisioner sets no ``ttlSecondsUntilExpired``).
+    ``taint_error`` / ``allocatable_error``: why ``spec.taints`` / the allocatable could not be
+    read (the solver leaves such a node out). ``node``: the Node.
     """
 
     name: str
@@ -293,6 +296,7 @@ def state_node(
     if price is None and price_of is not None and provisioner is not None:
         price = price_of(instance_type, capacity_type, zone)
     created = objects.created_at(node)
+    launched = objects.launched_at(node)
     raw_nominations = annotations.get(wk.NOMINATIONS_ANNOTATION)
     return StateNode(
         name=name,
@@ -318,8 +322,8 @@ def state_node(
         nominations=nom.decode(raw_nominations if isinstance(raw_nominations, str) else None),
         price=price,
         created_at=created,
-        expires_at=created + ttl_seconds_until_expired
-        if created is not None and ttl_seconds_until_expired is not None else None,
+        expires_at=launched + ttl_seconds_until_expired
+        if launched is not None and ttl_seconds_until_expired is not None else None,
         taint_error=taint_error,
         allocatable_error=allocatable_error,
         startup_taints=startup,

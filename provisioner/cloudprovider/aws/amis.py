@@ -13,81 +13,38 @@ Paths (AWS documentation; Karpenter v0.6.3 ``ami.go`` for AL2/Bottlerocket/Ubunt
 - Bottlerocket: ``/aws/service/bottlerocket/aws-k8s-<v>[-nvidia]/<x86_64|arm64>/latest/image_id``
 - Ubuntu: ``/aws/service/canonical/ubuntu/eks/24.04/<v>/stable/current/<amd64|arm64>/hvm/ebs-gp3/ami-id``
 
-Not every family has an image for every architecture and accelerator (:data:`IMAGE_VARIANTS`):
+Not every family has an image for every architecture and accelerator
+(:data:`~provisioner.cloudprovider.aws.amifamily.IMAGE_VARIANTS`):
 an instance type its Provisioner's family cannot boot is not offered for that Provisioner
-(:func:`offered_instance_types`), so the solver never plans it and CreateFleet never gets it.
+(:func:`~provisioner.cloudprovider.aws.amifamily.offered_instance_types`), so the solver never
+plans it and CreateFleet never gets it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from provisioner.api.types import AWSProvider
 from provisioner.clock import Clock
+from provisioner.cloudprovider.aws.amifamily import (
+    AL2,
+    AL2023,
+    AMI_FAMILIES,
+    BOTTLEROCKET,
+    NEURON,
+    NVIDIA,
+    UBUNTU,
+    VARIANT_WORDS,
+    has_image,
+)
 from provisioner.cloudprovider.aws.errors import error_code, translate
 from provisioner.cloudprovider.types import ConfigurationError
-from provisioner.model.resources import AWS_NEURON, NVIDIA_GPU
-from provisioner.scheduling.instancetypes import InstanceType
 
-AL2023 = "AL2023"
-AL2 = "AL2"
-BOTTLEROCKET = "Bottlerocket"
-UBUNTU = "Ubuntu"
-AMI_FAMILIES = (AL2023, AL2, BOTTLEROCKET, UBUNTU)
-DEFAULT_AMI_FAMILY = AL2023
-
-STANDARD = "standard"
-NVIDIA = "nvidia"
-NEURON = "neuron"
-#: How a reason names a variant: "no AL2 image for arm64 with NVIDIA GPUs".
-VARIANT_WORDS = {STANDARD: "no accelerator", NVIDIA: "NVIDIA GPUs", NEURON: "AWS Neuron accelerators"}
-
-AMD64 = "amd64"
-ARM64 = "arm64"
-_EVERY_PAIR = frozenset((arch, variant) for arch in (AMD64, ARM64) for variant in (STANDARD, NVIDIA, NEURON))
-#: The (architecture, variant) pairs each family publishes an EKS image for, architectures as
-#: Kubernetes names them. From Karpenter's ``pkg/providers/amifamily`` (``DescribeImageQuery``):
-#: AL2023 has standard and NVIDIA images for both architectures and a Neuron image for x86_64
-#: (``al2023.go``); AL2 a standard image for each architecture and one x86_64-only accelerated
-#: image (``amazon-linux-2-gpu``) for NVIDIA and Neuron (``al2.go``); Bottlerocket a standard
-#: image for each architecture (x86_64's also serving Neuron) and an NVIDIA image for each
-#: (``bottlerocket.go``); Ubuntu one image per architecture that Karpenter offers to every
-#: instance type of it (``ubuntu.go`` of Karpenter v0.x: architecture its only requirement).
-IMAGE_VARIANTS: dict[str, frozenset[tuple[str, str]]] = {
-    AL2023: frozenset({(AMD64, STANDARD), (AMD64, NVIDIA), (AMD64, NEURON), (ARM64, STANDARD), (ARM64, NVIDIA)}),
-    AL2: frozenset({(AMD64, STANDARD), (ARM64, STANDARD), (AMD64, NVIDIA), (AMD64, NEURON)}),
-    BOTTLEROCKET: frozenset({(AMD64, STANDARD), (AMD64, NEURON), (ARM64, STANDARD), (AMD64, NVIDIA), (ARM64, NVIDIA)}),
-    UBUNTU: _EVERY_PAIR,
-}
-
-
-def variant_of(instance_type: InstanceType) -> str:
-    """``nvidia``, ``neuron`` or ``standard`` for an instance type's accelerators."""
-    if instance_type.capacity.get(NVIDIA_GPU) > 0:
-        return NVIDIA
-    if instance_type.capacity.get(AWS_NEURON) > 0:
-        return NEURON
-    return STANDARD
-
-
-def _family_variants(family: str) -> frozenset[tuple[str, str]]:
-    variants = IMAGE_VARIANTS.get(family)
-    if variants is None:
-        raise ConfigurationError(f"unknown amiFamily {family!r}; expected one of {', '.join(AMI_FAMILIES)}")
-    return variants
-
-
-def has_image(family: str, arch: str, variant: str) -> bool:
-    """``family`` publishes an image for ``arch`` (``amd64``/``arm64``) and ``variant`` (:data:`IMAGE_VARIANTS`).
-
-    Raises ConfigurationError for an unknown family.
-    """
-    return (arch, variant) in _family_variants(family)
+#: The image facts (families, variants, which types a family can boot) are the pure
+#: :mod:`provisioner.cloudprovider.aws.amifamily`'s, shared with the instance-type conversion;
+#: this module adds where the images are published and reads them from SSM.
 
 
 def parameter_name(family: str, arch: str, variant: str, kubernetes_minor: str) -> str:
@@ -119,65 +76,6 @@ def parameter_name(family: str, arch: str, variant: str, kubernetes_minor: str) 
     if family == UBUNTU:
         return f"/aws/service/canonical/ubuntu/eks/24.04/{v}/stable/current/{arch}/hvm/ebs-gp3/ami-id"
     raise ConfigurationError(f"unknown amiFamily {family!r}; expected one of {', '.join(AMI_FAMILIES)}")
-
-
-@dataclass(frozen=True)
-class MissingImage:
-    """Instance types left out for a Provisioner because its ``amiFamily`` has no image for them.
-
-    ``instance_types``: their names, sorted. ``str()`` is the reason shown in logs and plans:
-    ``3 instance type(s) have no AL2 image for arm64 with NVIDIA GPUs: g5g.2xlarge, ...``.
-    """
-
-    family: str
-    arch: str
-    variant: str
-    instance_types: tuple[str, ...]
-
-    @property
-    def reason(self) -> str:
-        """The reason without the names: ``3 instance type(s) have no AL2 image for arm64 with NVIDIA GPUs``."""
-        words = VARIANT_WORDS.get(self.variant, self.variant)
-        return f"{len(self.instance_types)} instance type(s) have no {self.family} image for {self.arch} with {words}"
-
-    def __str__(self) -> str:
-        return f"{self.reason}: {', '.join(self.instance_types)}"
-
-
-def split_by_image(
-    family: str, instance_types: Iterable[InstanceType]
-) -> tuple[list[InstanceType], tuple[MissingImage, ...]]:
-    """The instance types ``family`` has an image for (in their order), and those it has none for.
-
-    The ones left out are grouped by architecture and variant (sorted), so a reason names each
-    gap once. Raises ConfigurationError for an unknown family.
-    """
-    variants = _family_variants(family)
-    kept: list[InstanceType] = []
-    missing: dict[tuple[str, str], list[str]] = {}
-    for instance_type in instance_types:
-        pair = (instance_type.arch, variant_of(instance_type))
-        if pair in variants:
-            kept.append(instance_type)
-        else:
-            missing.setdefault(pair, []).append(instance_type.name)
-    return kept, tuple(
-        MissingImage(family, arch, variant, tuple(sorted(names))) for (arch, variant), names in sorted(missing.items())
-    )
-
-
-def offered_instance_types(
-    provider: AWSProvider | None, instance_types: Iterable[InstanceType]
-) -> tuple[list[InstanceType], tuple[MissingImage, ...]]:
-    """What a Provisioner with ``spec.provider`` ``provider`` may be offered: types its image family can boot.
-
-    The family is ``amiFamily`` (default :data:`DEFAULT_AMI_FAMILY`); with a ``launchTemplate``
-    the template names its own image, so every type is offered. See :func:`split_by_image`.
-    """
-    if provider is not None and provider.launch_template:
-        return list(instance_types), ()
-    family = (provider.ami_family if provider is not None else None) or DEFAULT_AMI_FAMILY
-    return split_by_image(family, instance_types)
 
 
 class AMIResolver:
@@ -218,3 +116,6 @@ class AMIResolver:
                 "Kubernetes version and architecture)"
             )
         return value
+
+
+__all__ = ["AMIResolver", "parameter_name"]

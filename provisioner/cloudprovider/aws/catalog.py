@@ -1,33 +1,43 @@
 """EC2's instance-type catalog turned into the solver's :class:`InstanceType` values, without a client.
 
-Why pure: ``groupless plan`` computes packings from JSON files (DescribeInstanceTypes and
-DescribeInstanceTypeOfferings answers saved with the AWS CLI, a pricing file), the AWS
-provider computes them from live answers, and tests pin the exact numbers; all three must
-agree, so the conversion is one function over plain dicts in the shape boto3 returns
-(``InstanceTypes[*]``, ``InstanceTypeOfferings[*]``) and no I/O happens here.
+Why pure, and one: ``groupless plan`` computes packings from JSON files (DescribeInstanceTypes
+and DescribeInstanceTypeOfferings answers saved with the AWS CLI, a pricing file), the AWS
+provider from live answers and the kwok provider from its catalog files; a plan is only worth
+something if the nodes it counts on are the nodes the controller launches, so all three derive
+a Provisioner's instance types through :func:`instance_types_for` under its
+:class:`NodeConfiguration` (:meth:`NodeConfiguration.of`), over plain dicts in the shape boto3
+returns (``InstanceTypes[*]``, ``InstanceTypeOfferings[*]``), and no I/O happens here.
 
 The resource model is Karpenter v0.6.3's (``pkg/cloudprovider/aws/instancetype.go``,
-``reference/karpenter-v0.6.3.md`` section 9):
+``reference/karpenter-v0.6.3.md`` section 9) with the Provisioner fields of later versions
+(``pkg/providers/instancetype/types.go``: ``blockDeviceMappings``, ``podsPerCore``, the AMI
+family's rules in :mod:`provisioner.cloudprovider.aws.amifamily`):
 
 - cpu = ``VCpuInfo.DefaultVCpus`` x 1000 milli-CPU;
 - memory = floor(``MemoryInfo.SizeInMiB`` x 0.925) MiB (what the hypervisor and kernel leave);
-- pods = ``MaxENI x (IPv4PerENI - 1) + 2`` (ENI-limited), 110 when ENI-limited density is off,
-  ``kubeletConfiguration.maxPods`` when set;
+- pods = ``kubeletConfiguration.maxPods`` when set, else ``MaxENI x (IPv4PerENI - 1) + 2``
+  (ENI-limited), or 110 when ENI-limited density is off (``--eni-limited-pod-density=false``);
+  then at most ``podsPerCore`` x vCPUs when ``podsPerCore`` > 0 (not on Bottlerocket, which
+  ignores it);
 - overhead cpu = 100m system-reserved + kube-reserved of 6% of the first core, 1% of the
   second, 0.5% of cores 3-4 and 0.25% of each further core (each band truncated to whole
   milli-CPU, as the Go code does);
-- overhead memory = (11 MiB x ENI-limited pods + 255 MiB) kube-reserved + 100 MiB
-  system-reserved + 100 MiB eviction threshold. The ENI-limited count is used even when the
-  pod capacity is 110 or ``maxPods`` (v0.6.3 does the same; it over-reserves on the safe side);
+- overhead memory = (11 MiB x pods + 255 MiB) kube-reserved + 100 MiB system-reserved + 100 MiB
+  eviction threshold, where pods is the ENI-limited count even when the pod capacity is 110 or
+  ``maxPods`` (AL2, AL2023, Ubuntu: over-reserving on the safe side, as Karpenter does), and the
+  node's pod capacity on Bottlerocket;
 - ``kubeletConfiguration`` ``systemReserved``, ``kubeReserved`` and ``evictionHard``
-  (``memory.available``, ``nodefs.available``; absolute or ``N%`` of capacity) replace the
-  matching default part, resource by resource;
-- ephemeral-storage = the root (data) volume, 20 GiB unless the caller says otherwise, with
-  1 GiB kube-reserved and a 10% ``nodefs.available`` eviction threshold (kubelet's default);
+  (``memory.available``, ``nodefs.available``; absolute or ``N%`` of capacity, ``100%``
+  disabling it) replace the matching default part, resource by resource;
+- ephemeral-storage = the volume pods' ephemeral storage lives on: the Provisioner's
+  ``blockDeviceMappings`` entry for the family's device (``/dev/xvda``; Ubuntu ``/dev/sda1``;
+  Bottlerocket's data volume ``/dev/xvdb``), else 20 GiB; with 1 GiB kube-reserved and a 10%
+  ``nodefs.available`` eviction threshold (kubelet's default);
 - GPUs keyed by the manufacturer of the first GPU entry (``nvidia.com/gpu``, ``amd.com/gpu``),
   ``aws.amazon.com/neuron`` from ``NeuronInfo`` (or AWS-made ``InferenceAcceleratorInfo``);
 - arch ``x86_64 -> amd64``, ``arm64 -> arm64``; os ``linux``;
-- FPGA and bare-metal types are excluded, as are types that are not HVM.
+- FPGA and bare-metal types are excluded, as are types that are not HVM, and types the AMI
+  family has no image for (:func:`instance_types_for`).
 
 So r6gd.xlarge (4 vCPU, 32768 MiB, 4 ENIs x 15 IPv4) has capacity 4000m / 30310 MiB / 58 pods
 and allocatable 3820m / 29217 MiB; m5.large has 2000m / 7577 MiB / 29 pods.
@@ -49,19 +59,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources as importlib_resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from provisioner.api.types import KubeletConfiguration
-from provisioner.cloudprovider.kubelet import (
-    EVICTION_MEMORY_AVAILABLE_BYTES,
-    EVICTION_NODEFS_AVAILABLE_FRACTION,
-    KUBE_RESERVED_EPHEMERAL_STORAGE_BYTES,
-    SYSTEM_RESERVED_CPU_MILLI,
-    SYSTEM_RESERVED_MEMORY_BYTES,
-    kube_reserved_cpu_milli,
+from provisioner.api.types import KubeletConfiguration, Provisioner
+from provisioner.cloudprovider.aws.amifamily import (
+    DEFAULT_AMI_FAMILY,
+    DEFAULT_VOLUME_GIB,
+    MissingImage,
+    ephemeral_storage_gib,
+    family_of,
+    offered_instance_types,
+    pods_per_core_enabled,
+    uses_eni_limited_memory_overhead,
 )
+from provisioner.cloudprovider.kubelet import kube_reserved_cpu_milli, node_overhead
 from provisioner.model import labels as wk
-from provisioner.model.quantity import QuantityError, parse_decimal, parse_quantity
+from provisioner.model.quantity import QuantityError
 from provisioner.model.resources import (
     AMD_GPU,
     AWS_NEURON,
@@ -82,8 +95,6 @@ log = logging.getLogger(__name__)
 VM_MEMORY_FRACTION = 0.925
 #: Pod capacity when ENI-limited pod density is off (kubelet's default maxPods).
 DEFAULT_MAX_PODS = 110
-#: Root (data) volume size when the Provisioner gives no block device mappings (v0.6.3: 20 GiB).
-DEFAULT_EPHEMERAL_STORAGE_BYTES = 20 * GIB
 
 #: A spot or on-demand price at or below this (USD per hour) is a placeholder, not a price:
 #: moto answers every DescribeSpotPriceHistory with "0.00001", and no real EC2 offering costs
@@ -164,34 +175,70 @@ def is_supported(info: Mapping[str, Any]) -> bool:
     return arch_of(info) is not None
 
 
-def _quantity_map(pairs: Iterable[tuple[str, str]] | None) -> dict[str, str]:
-    return dict(pairs or ())
+@dataclass(frozen=True)
+class NodeConfiguration:
+    """What of a Provisioner and of the controller's settings changes the nodes it launches.
+
+    ``ami_family``: the Provisioner's ``amiFamily`` (default AL2023); ``kubelet``: its
+    ``kubeletConfiguration``; ``ephemeral_storage_gib``: the size of the volume pods' ephemeral
+    storage lives on (:func:`~provisioner.cloudprovider.aws.amifamily.ephemeral_storage_gib`
+    of its ``blockDeviceMappings``); ``eni_limited_pod_density``: the controller's
+    ``--eni-limited-pod-density`` (``groupless plan`` has the same flag); ``launch_template``:
+    the Provisioner names its own launch template (its image boots every type).
+    Hashable: the providers cache conversions by it.
+    """
+
+    ami_family: str = DEFAULT_AMI_FAMILY
+    kubelet: KubeletConfiguration | None = None
+    ephemeral_storage_gib: int = DEFAULT_VOLUME_GIB
+    eni_limited_pod_density: bool = True
+    launch_template: bool = False
+
+    @classmethod
+    def of(cls, provisioner: Provisioner, eni_limited_pod_density: bool = True) -> NodeConfiguration:
+        """The configuration of ``provisioner``'s nodes. Raises QuantityError for a malformed ``volumeSize``."""
+        provider = provisioner.spec.provider
+        family = family_of(provider)
+        return cls(
+            ami_family=family,
+            kubelet=provisioner.spec.kubelet_configuration,
+            ephemeral_storage_gib=ephemeral_storage_gib(provider, family),
+            eni_limited_pod_density=eni_limited_pod_density,
+            launch_template=bool(provider is not None and provider.launch_template),
+        )
+
+    @property
+    def ephemeral_storage_bytes(self) -> int:
+        return self.ephemeral_storage_gib * GIB
+
+    def kubelet_max_pods(self) -> int | None:
+        """The ``maxPods`` the node's kubelet is given (None: the AMI computes the ENI-limited count).
+
+        ``kubeletConfiguration.maxPods``, else 110 when ENI-limited pod density is off, else None.
+        """
+        if self.kubelet is not None and self.kubelet.max_pods is not None:
+            return int(self.kubelet.max_pods)
+        return None if self.eni_limited_pod_density else DEFAULT_MAX_PODS
 
 
-def _eviction_amount(value: str, capacity: int) -> int:
-    """An eviction threshold (``100Mi`` or ``5%``) in bytes of ``capacity``."""
-    text = value.strip()
-    if text.endswith("%"):
-        return math.ceil(float(parse_decimal(text[:-1])) / 100.0 * capacity)
-    return parse_quantity(text)
+def max_pods(info: Mapping[str, Any], config: NodeConfiguration) -> int:
+    """Pod capacity (Karpenter's ``pods``).
+
+    ``maxPods`` if set, else ENI-limited or 110, then at most ``podsPerCore`` x vCPUs when
+    ``podsPerCore`` is positive and the AMI family honours it.
+    """
+    count = config.kubelet_max_pods()
+    if count is None:
+        count = eni_limited_pods(info)
+    kubelet = config.kubelet
+    per_core = kubelet.pods_per_core if kubelet is not None else None
+    if per_core and per_core > 0 and pods_per_core_enabled(config.ami_family):
+        count = min(count, per_core * int(info.get("VCpuInfo", {}).get("DefaultVCpus", 0)))
+    return count
 
 
-def max_pods(
-    info: Mapping[str, Any], kubelet: KubeletConfiguration | None, eni_limited_pod_density: bool
-) -> int:
-    """Pod capacity: ``kubelet.max_pods`` if set, else ENI-limited or 110."""
-    if kubelet is not None and kubelet.max_pods is not None:
-        return int(kubelet.max_pods)
-    return eni_limited_pods(info) if eni_limited_pod_density else DEFAULT_MAX_PODS
-
-
-def capacity_of(
-    info: Mapping[str, Any],
-    kubelet: KubeletConfiguration | None = None,
-    eni_limited_pod_density: bool = True,
-    ephemeral_storage_bytes: int = DEFAULT_EPHEMERAL_STORAGE_BYTES,
-) -> Resources:
-    """Node capacity of a DescribeInstanceTypes item (cpu milli, memory bytes, pods, storage, GPUs)."""
+def capacity_of(info: Mapping[str, Any], config: NodeConfiguration) -> Resources:
+    """Node capacity of a DescribeInstanceTypes item (cpu milli, memory bytes, pods, storage bytes, GPUs)."""
     vcpus = int(info.get("VCpuInfo", {}).get("DefaultVCpus", 0))
     size_mib = int(info.get("MemoryInfo", {}).get("SizeInMiB", 0))
     memory_mib = math.floor(size_mib * VM_MEMORY_FRACTION)
@@ -199,46 +246,24 @@ def capacity_of(
         {
             CPU: vcpus * 1000,
             MEMORY: memory_mib * MIB,
-            PODS: max_pods(info, kubelet, eni_limited_pod_density),
-            EPHEMERAL_STORAGE: ephemeral_storage_bytes,
+            PODS: max_pods(info, config),
+            EPHEMERAL_STORAGE: config.ephemeral_storage_bytes,
             **gpus_of(info),
         }
     )
 
 
-def overhead_of(
-    info: Mapping[str, Any],
-    capacity: Resources,
-    kubelet: KubeletConfiguration | None = None,
-) -> Resources:
-    """What kubelet and the system reserve plus the eviction threshold (v0.6.3 model + kubelet overrides).
+def overhead_of(info: Mapping[str, Any], capacity: Resources, config: NodeConfiguration) -> Resources:
+    """What kubelet and the system reserve on a node of ``capacity`` (:func:`~provisioner.cloudprovider.kubelet.node_overhead`).
 
-    Raises ValueError (QuantityError) when a kubelet quantity does not parse.
+    Kube-reserved memory counts the ENI-limited pods (AL2, AL2023, Ubuntu) or the node's pod
+    capacity (Bottlerocket). Raises QuantityError (a ValueError) when a kubelet quantity does not parse.
     """
-    eni_pods = eni_limited_pods(info)
-    kube_reserved: dict[str, int] = {
-        CPU: kube_reserved_cpu_milli(capacity.get(CPU)),
-        MEMORY: (11 * eni_pods + 255) * MIB,
-        EPHEMERAL_STORAGE: KUBE_RESERVED_EPHEMERAL_STORAGE_BYTES,
-    }
-    system_reserved: dict[str, int] = {CPU: SYSTEM_RESERVED_CPU_MILLI, MEMORY: SYSTEM_RESERVED_MEMORY_BYTES}
-    eviction: dict[str, int] = {
-        MEMORY: EVICTION_MEMORY_AVAILABLE_BYTES,
-        EPHEMERAL_STORAGE: math.ceil(capacity.get(EPHEMERAL_STORAGE) * EVICTION_NODEFS_AVAILABLE_FRACTION),
-    }
-    if kubelet is not None:
-        for name, value in _quantity_map(kubelet.kube_reserved).items():
-            kube_reserved[name] = parse_quantity(value, name)
-        for name, value in _quantity_map(kubelet.system_reserved).items():
-            system_reserved[name] = parse_quantity(value, name)
-        hard = _quantity_map(kubelet.eviction_hard)
-        if "memory.available" in hard:
-            eviction[MEMORY] = _eviction_amount(hard["memory.available"], capacity.get(MEMORY))
-        if "nodefs.available" in hard:
-            eviction[EPHEMERAL_STORAGE] = _eviction_amount(
-                hard["nodefs.available"], capacity.get(EPHEMERAL_STORAGE)
-            )
-    return Resources(kube_reserved) + Resources(system_reserved) + Resources(eviction)
+    if uses_eni_limited_memory_overhead(config.ami_family):
+        reserved_pods = eni_limited_pods(info)
+    else:
+        reserved_pods = capacity.get(PODS)
+    return node_overhead(capacity, reserved_pods, config.kubelet)
 
 
 def shape_labels(info: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -470,10 +495,8 @@ def instance_type_from_ec2(
     info: Mapping[str, Any],
     zones: Iterable[str],
     prices: PriceBook,
-    kubelet: KubeletConfiguration | None = None,
-    eni_limited_pod_density: bool = True,
+    config: NodeConfiguration,
     unavailable: frozenset[tuple[str, str, str]] | set[tuple[str, str, str]] = frozenset(),
-    ephemeral_storage_bytes: int = DEFAULT_EPHEMERAL_STORAGE_BYTES,
 ) -> InstanceType | None:
     """One :class:`InstanceType` offered in ``zones``; None when unsupported or without zones.
 
@@ -499,12 +522,12 @@ def instance_type_from_ec2(
     )
     if not offerings:
         return None
-    capacity = capacity_of(info, kubelet, eni_limited_pod_density, ephemeral_storage_bytes)
+    capacity = capacity_of(info, config)
     return InstanceType(
         name=name,
         arch=arch,
         capacity=capacity,
-        overhead=overhead_of(info, capacity, kubelet),
+        overhead=overhead_of(info, capacity, config),
         offerings=offerings,
         os="linux",
         labels=shape_labels(info),
@@ -515,23 +538,24 @@ def instance_types_from_ec2(
     describe_instance_types: Iterable[Mapping[str, Any]],
     offerings: Iterable[Mapping[str, Any]],
     prices: PriceBook | None = None,
-    kubelet: KubeletConfiguration | None = None,
-    eni_limited_pod_density: bool = True,
+    config: NodeConfiguration | None = None,
     zones: set[str] | frozenset[str] | None = None,
     unavailable: frozenset[tuple[str, str, str]] | set[tuple[str, str, str]] = frozenset(),
-    ephemeral_storage_bytes: int = DEFAULT_EPHEMERAL_STORAGE_BYTES,
 ) -> list[InstanceType]:
-    """The solver's instance types from EC2's answers, sorted by name.
+    """Every supported type of EC2's answers as the solver's instance types, sorted by name.
 
     ``describe_instance_types``: ``DescribeInstanceTypes`` ``InstanceTypes`` items.
     ``offerings``: ``DescribeInstanceTypeOfferings`` items with ``LocationType``
     ``availability-zone`` (``{"InstanceType", "Location", "LocationType"}``); items of another
-    location type are ignored. ``zones``: keep only these zones (the Provisioner's subnets'),
-    None keeps all. ``prices``: a :class:`PriceBook` (None: estimates only). ``unavailable``:
-    (type, zone, capacity type) triples marked ``available=False``.
+    location type are ignored. ``config``: the nodes' configuration (default: a Provisioner
+    without ``kubeletConfiguration`` or disks, AL2023). ``zones``: keep only these zones (the
+    Provisioner's subnets'), None keeps all. ``prices``: a :class:`PriceBook` (None: estimates
+    only). ``unavailable``: (type, zone, capacity type) triples marked ``available=False``.
+    Types the AMI family has no image for are kept: :func:`instance_types_for` drops them.
     Raises QuantityError when a kubelet quantity is malformed.
     """
     book = prices if prices is not None else PriceBook(source="estimates")
+    node = config if config is not None else NodeConfiguration()
     zones_by_type: dict[str, set[str]] = {}
     for item in offerings:
         if item.get("LocationType", "availability-zone") != "availability-zone":
@@ -546,18 +570,47 @@ def instance_types_from_ec2(
         type_zones = zones_by_type.get(name)
         if not type_zones:
             continue
-        instance_type = instance_type_from_ec2(
-            info, type_zones, book, kubelet, eni_limited_pod_density, unavailable, ephemeral_storage_bytes
-        )
+        instance_type = instance_type_from_ec2(info, type_zones, book, node, unavailable)
         if instance_type is not None:
             result.append(instance_type)
     result.sort(key=lambda t: t.name)
     return result
 
 
+class OfferedInstanceTypes(NamedTuple):
+    """A Provisioner's instance types: those offered to it, and those its ``amiFamily`` cannot boot.
+
+    ``offered`` sorted by name; ``missing_images`` grouped by architecture and accelerator.
+    """
+
+    offered: list[InstanceType]
+    missing_images: tuple[MissingImage, ...]
+
+
+def instance_types_for(
+    config: NodeConfiguration,
+    describe_instance_types: Iterable[Mapping[str, Any]],
+    offerings: Iterable[Mapping[str, Any]],
+    prices: PriceBook | None = None,
+    zones: set[str] | frozenset[str] | None = None,
+    unavailable: frozenset[tuple[str, str, str]] | set[tuple[str, str, str]] = frozenset(),
+) -> OfferedInstanceTypes:
+    """The instance types of a Provisioner whose nodes are ``config`` (:meth:`NodeConfiguration.of`).
+
+    The one conversion ``groupless plan``, the AWS provider and the kwok provider share:
+    :func:`instance_types_from_ec2` under ``config`` (disks, kubelet, ENI-limited pods, the AMI
+    family's reservations), then only the types the AMI family has an image for
+    (:func:`~provisioner.cloudprovider.aws.amifamily.offered_instance_types`; all of them
+    with a launch template). Raises QuantityError (a ValueError) when a kubelet quantity is malformed.
+    """
+    converted = instance_types_from_ec2(describe_instance_types, offerings, prices, config, zones, unavailable)
+    return OfferedInstanceTypes(*offered_instance_types(config.ami_family, config.launch_template, converted))
+
+
 __all__ = [
-    "DEFAULT_EPHEMERAL_STORAGE_BYTES",
     "DEFAULT_MAX_PODS",
+    "NodeConfiguration",
+    "OfferedInstanceTypes",
     "PLACEHOLDER_PRICE_USD",
     "PriceBook",
     "PricingFileError",
@@ -568,6 +621,7 @@ __all__ = [
     "estimate_price",
     "gpus_of",
     "instance_type_from_ec2",
+    "instance_types_for",
     "instance_types_from_ec2",
     "is_supported",
     "kube_reserved_cpu_milli",

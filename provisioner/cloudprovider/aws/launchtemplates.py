@@ -9,8 +9,10 @@ release, new labels) gets a new name instead of mutating a template instances de
 Karpenter v0.6.3 did the same (``Karpenter-<cluster>-<hash>``).
 
 Defaults (Karpenter v0.6.3): IMDS endpoint enabled, IPv6 endpoint disabled, hop limit 2,
-IMDSv2 required; root volume 20 GiB gp3, encrypted (Bottlerocket: a 4 GiB OS volume
-``/dev/xvda`` plus a 20 GiB data volume ``/dev/xvdb``, which is the pods' ephemeral storage).
+IMDSv2 required; the family's default disks, gp3 and encrypted
+(:func:`~provisioner.cloudprovider.aws.amifamily.default_block_devices`: a 20 GiB root volume,
+``/dev/sda1`` on Ubuntu; for Bottlerocket a 4 GiB OS volume ``/dev/xvda`` plus a 20 GiB data
+volume ``/dev/xvdb``, which is the pods' ephemeral storage).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import math
 import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -27,12 +28,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from provisioner.api.types import AWSProvider, BlockDeviceMapping, MetadataOptions
+from provisioner.api.types import BlockDeviceMapping, MetadataOptions
 from provisioner.clock import Clock
-from provisioner.cloudprovider.aws.amis import BOTTLEROCKET
+from provisioner.cloudprovider.aws.amifamily import default_block_devices, volume_gib
 from provisioner.cloudprovider.aws.errors import error_code, translate
-from provisioner.model.quantity import parse_quantity
-from provisioner.model.resources import GIB
 
 LAUNCH_TEMPLATE_PREFIX = "groupless"
 GROUPLESS_CLUSTER_TAG = "groupless.dev/cluster"
@@ -132,11 +131,12 @@ def _ebs(volume_gib: int) -> tuple[tuple[str, Any], ...]:
 def block_device_mappings(
     mappings: tuple[BlockDeviceMapping, ...] | None, ami_family: str
 ) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
-    """EC2 BlockDeviceMappings from the Provisioner's, or the family's default disks."""
+    """EC2 BlockDeviceMappings from the Provisioner's, or the family's default disks.
+
+    The defaults are :func:`~provisioner.cloudprovider.aws.amifamily.default_block_devices`.
+    """
     if not mappings:
-        if ami_family == BOTTLEROCKET:
-            return (("/dev/xvda", _ebs(4)), ("/dev/xvdb", _ebs(20)))
-        return (("/dev/xvda", _ebs(20)),)
+        return tuple((device, _ebs(gib)) for device, gib in default_block_devices(ami_family))
     result = []
     for mapping in mappings:
         ebs = mapping.ebs
@@ -147,18 +147,9 @@ def block_device_mappings(
                 if value is not None:
                     fields[ec2_name] = value
             if ebs.volume_size is not None:
-                fields["VolumeSize"] = math.ceil(parse_quantity(ebs.volume_size) / GIB)
+                fields["VolumeSize"] = volume_gib(ebs.volume_size)
         result.append((mapping.device_name, tuple(sorted(fields.items()))))
     return tuple(result)
-
-
-def ephemeral_storage_bytes(provider: AWSProvider | None, ami_family: str) -> int:
-    """Bytes of the volume pods' ephemeral storage lives on (Bottlerocket: the data volume)."""
-    disks = dict(block_device_mappings(provider.block_device_mappings if provider else None, ami_family))
-    device = "/dev/xvdb" if ami_family == BOTTLEROCKET else "/dev/xvda"
-    chosen = disks.get(device) or (next(iter(disks.values())) if disks else ())
-    size = dict(chosen).get("VolumeSize", 20)
-    return int(size) * GIB
 
 
 class LaunchTemplates:

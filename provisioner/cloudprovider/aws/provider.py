@@ -40,9 +40,9 @@ from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attemp
 
 from provisioner.api.types import AWSProvider, Provisioner
 from provisioner.clock import Clock, RealClock, rfc3339
-from provisioner.cloudprovider.aws import amis
-from provisioner.cloudprovider.aws.amis import AMIResolver, parameter_name, variant_of
-from provisioner.cloudprovider.aws.catalog import DEFAULT_MAX_PODS, instance_types_from_ec2
+from provisioner.cloudprovider.aws.amifamily import MissingImage, family_of, variant_of
+from provisioner.cloudprovider.aws.amis import AMIResolver, parameter_name
+from provisioner.cloudprovider.aws.catalog import NodeConfiguration, OfferedInstanceTypes, instance_types_for
 from provisioner.cloudprovider.aws.errors import UNFULFILLABLE_CAPACITY_CODES, is_throttling, translate
 from provisioner.cloudprovider.aws.fleet import (
     FleetResult,
@@ -55,7 +55,6 @@ from provisioner.cloudprovider.aws.launchtemplates import (
     LaunchTemplateConfig,
     LaunchTemplates,
     block_device_mappings,
-    ephemeral_storage_bytes,
     metadata_options,
 )
 from provisioner.cloudprovider.aws.pricing import PricingProvider, pricing_region
@@ -79,7 +78,6 @@ from provisioner.cloudprovider.types import (
     NotFoundError,
 )
 from provisioner.model import labels as wk
-from provisioner.scheduling.instancetypes import InstanceType
 
 log = logging.getLogger(__name__)
 
@@ -175,9 +173,9 @@ class AWSCloudProvider:
         self._lock = threading.Lock()
         self._selected: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, list[dict[str, Any]]]] = {}
         self.catalog = catalog or RawCatalog()
-        self._converted: dict[Any, list[InstanceType]] = {}
+        self._converted: dict[Any, OfferedInstanceTypes] = {}
         # Provisioner name -> the instance types its last listing left out for lack of an image
-        self._missing_images: dict[str, tuple[amis.MissingImage, ...]] = {}
+        self._missing_images: dict[str, tuple[MissingImage, ...]] = {}
         # instance ID -> (launch template names, clock.monotonic() when launched): which generated
         # templates this process's launches use, for delete_unused_launch_templates when instances
         # lack EC2's aws:ec2launchtemplate:id tag (moto's CreateFleet never sets it).
@@ -189,7 +187,9 @@ class AWSCloudProvider:
     ) -> AWSCloudProvider:
         """Clients from ``session`` (default: a new one) in ``settings.region``, retries in standard mode."""
         session = session or boto3.session.Session()
-        # botocore retries once on transient errors; throttling is retried by _call on the injected clock.
+        # botocore retries a transient or throttling error at most twice after the first attempt
+        # (``max_attempts`` counts retries); throttling that outlasts them is retried by _call on
+        # the injected clock.
         # The provisioning controller launches up to 16 nodes at once, each with several EC2
         # calls: botocore's default pool of 10 connections would be discarded and reopened
         # ("Connection pool is full") under every burst.
@@ -333,65 +333,43 @@ class AWSCloudProvider:
     def get_instance_types(self, provisioner: Provisioner) -> InstanceTypeList:
         """Instance types offered in the zones of the Provisioner's subnets, priced, ICE-marked, sorted by name.
 
-        Only the types the Provisioner's ``amiFamily`` has an image for
-        (:func:`~provisioner.cloudprovider.aws.amis.offered_instance_types`); those left out, and
-        why, are in :meth:`missing_images` (logged when they change).
-        Raises ConfigurationError (no subnets, bad kubelet quantities), LaunchError (EC2 failed).
+        The one conversion :func:`~provisioner.cloudprovider.aws.catalog.instance_types_for`
+        under the Provisioner's :class:`~provisioner.cloudprovider.aws.catalog.NodeConfiguration`
+        (disks, kubelet, ENI-limited pods, AMI family), as ``groupless plan`` and the kwok
+        provider derive them; the types its ``amiFamily`` has no image for are left out, and
+        why is in :meth:`missing_images` (logged when it changes).
+        Raises ConfigurationError (no subnets, bad kubelet or volume quantities), LaunchError (EC2 failed).
         """
-        provider = self._provider(provisioner)
         zones = frozenset(s.zone for s in self.subnets(provisioner))
         fetched_at, types, offerings = self._raw_catalog()
-        family = provider.ami_family or amis.DEFAULT_AMI_FAMILY
-        storage = ephemeral_storage_bytes(provider, family)
-        kubelet = provisioner.spec.kubelet_configuration
         book = self.pricing.book()
         unavailable = self.unavailable.snapshot()
-        key = (
-            fetched_at,
-            zones,
-            kubelet,
-            storage,
-            id(book),
-            unavailable,
-            self.settings.eni_limited_pod_density,
-        )
-        with self._lock:
-            cached = self._converted.get(key)
-        if cached is not None:
-            return self._offered(provisioner, cached)
         try:
-            result = instance_types_from_ec2(
-                types,
-                offerings,
-                book,
-                kubelet,
-                self.settings.eni_limited_pod_density,
-                zones=zones,
-                unavailable=unavailable,
-                ephemeral_storage_bytes=storage,
-            )
+            config = NodeConfiguration.of(provisioner, self.settings.eni_limited_pod_density)
+            key = (fetched_at, zones, config, id(book), unavailable)
+            with self._lock:
+                cached = self._converted.get(key)
+            if cached is None:
+                cached = instance_types_for(config, types, offerings, book, zones=zones, unavailable=unavailable)
+                with self._lock:
+                    if len(self._converted) > 64:
+                        self._converted.clear()
+                    self._converted[key] = cached
         except ValueError as error:
-            raise ConfigurationError(
-                f"provisioner {provisioner.name}: kubeletConfiguration: {error}"
-            ) from error
-        with self._lock:
-            if len(self._converted) > 64:
-                self._converted.clear()
-            self._converted[key] = result
-        return self._offered(provisioner, result)
+            raise ConfigurationError(f"provisioner {provisioner.name}: {error}") from error
+        self._note_missing(provisioner, cached.missing_images)
+        return list(cached.offered)
 
-    def _offered(self, provisioner: Provisioner, instance_types: list[InstanceType]) -> InstanceTypeList:
-        """``instance_types`` (not mutated) without those the Provisioner's image family cannot boot."""
-        offered, missing = amis.offered_instance_types(provisioner.spec.provider, instance_types)
+    def _note_missing(self, provisioner: Provisioner, missing: tuple[MissingImage, ...]) -> None:
+        """Remember (and log when it changed) what the Provisioner's image family cannot boot."""
         with self._lock:
             changed = self._missing_images.get(provisioner.name, ()) != missing
             self._missing_images[provisioner.name] = missing
         if changed and missing:
             log.info("Provisioner %s: not offering %s", provisioner.name, "; ".join(str(m) for m in missing),
                      extra={"provisioner": provisioner.name})
-        return offered
 
-    def missing_images(self, provisioner_name: str) -> tuple[amis.MissingImage, ...]:
+    def missing_images(self, provisioner_name: str) -> tuple[MissingImage, ...]:
         """What the Provisioner's last :meth:`get_instance_types` left out for lack of an image (empty: nothing)."""
         with self._lock:
             return self._missing_images.get(provisioner_name, ())
@@ -630,14 +608,11 @@ class AWSCloudProvider:
                 "--cluster-ca-bundle (GROUPLESS_CLUSTER_CA_BUNDLE, chart value clusterCABundle), or run "
                 "in-cluster or with a kubeconfig that has certificate-authority-data"
             )
-        family = provider.ami_family or amis.DEFAULT_AMI_FAMILY
+        family = family_of(provider)
         security_groups = tuple(self.security_groups(request.provisioner))
         kubelet = request.provisioner.spec.kubelet_configuration
-        max_pods: int | None = None
-        if kubelet is not None and kubelet.max_pods is not None:
-            max_pods = kubelet.max_pods
-        elif not settings.eni_limited_pod_density:
-            max_pods = DEFAULT_MAX_PODS
+        max_pods = NodeConfiguration(kubelet=kubelet, eni_limited_pod_density=settings.eni_limited_pod_density
+                                     ).kubelet_max_pods()
         labels = {**request.labels, wk.CAPACITY_TYPE: capacity_type}
         bootstrap = make_bootstrap(
             settings.cluster_name,

@@ -8,13 +8,15 @@ Formats (pure functions, deterministic output so launch templates hash stably):
 
 - AL2023: a MIME multi-part document with one ``application/node.eks.aws`` part holding a
   nodeadm ``NodeConfig`` (``node.eks.aws/v1alpha1``: ``spec.cluster`` name, apiServerEndpoint,
-  certificateAuthority, cidr; ``spec.kubelet.config`` for maxPods, clusterDNS and reservations;
+  certificateAuthority, cidr; ``spec.kubelet.config`` for maxPods, podsPerCore, clusterDNS and
+  reservations;
   ``spec.kubelet.flags`` for ``--node-labels`` and ``--register-with-taints``);
 - AL2 and Ubuntu: a shell script calling ``/etc/eks/bootstrap.sh '<cluster>'`` with
   ``--apiserver-endpoint``, ``--b64-cluster-ca``, ``--dns-cluster-ip``, ``--use-max-pods false``
   when the pod count is not ENI-limited, and ``--kubelet-extra-args`` carrying
-  ``--node-labels``, ``--register-with-taints``, ``--max-pods`` and reservations;
-- Bottlerocket: TOML ``[settings.kubernetes]`` with ``node-labels`` and ``node-taints`` tables.
+  ``--node-labels``, ``--register-with-taints``, ``--max-pods``, ``--pods-per-core`` and reservations;
+- Bottlerocket: TOML ``[settings.kubernetes]`` with ``node-labels`` and ``node-taints`` tables
+  (its settings have no pods-per-core: ``podsPerCore`` is ignored, as Karpenter ignores it).
 
 Labels the kubelet may not set on itself (NodeRestriction: ``kubernetes.io``/``k8s.io`` domains
 other than ``node.kubernetes.io``, ``kubelet.kubernetes.io`` and the well-known topology,
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 import yaml
 
 from provisioner.api.types import KubeletConfiguration
-from provisioner.cloudprovider.aws.amis import AL2, AL2023, BOTTLEROCKET, UBUNTU
+from provisioner.cloudprovider.aws.amifamily import AL2, AL2023, BOTTLEROCKET, UBUNTU
 
 MIME_BOUNDARY = "//"
 _KUBELET_SETTABLE = frozenset(
@@ -64,6 +66,11 @@ class Bootstrap:
     max_pods: int | None = None
     cluster_dns: str | None = None
     kubelet: KubeletConfiguration | None = None
+
+    @property
+    def pods_per_core(self) -> int | None:
+        """``kubeletConfiguration.podsPerCore`` (None or 0: not passed to the kubelet)."""
+        return self.kubelet.pods_per_core if self.kubelet is not None else None
 
 
 def kubelet_may_set(key: str) -> bool:
@@ -124,6 +131,8 @@ def al2023(b: Bootstrap) -> str:
     config: dict[str, object] = {}
     if b.max_pods is not None:
         config["maxPods"] = b.max_pods
+    if b.pods_per_core:
+        config["podsPerCore"] = b.pods_per_core
     if b.cluster_dns:
         config["clusterDNS"] = [b.cluster_dns]
     if b.kubelet is not None:
@@ -184,6 +193,8 @@ def bootstrap_sh(b: Bootstrap) -> str:
         extra.append(_taints_flag(b))
     if b.max_pods is not None:
         extra.append(f"--max-pods={b.max_pods}")
+    if b.pods_per_core:
+        extra.append(f"--pods-per-core={b.pods_per_core}")
     if b.kubelet is not None:
         extra += _kubelet_flag_map("system-reserved", b.kubelet.system_reserved)
         extra += _kubelet_flag_map("kube-reserved", b.kubelet.kube_reserved)

@@ -98,11 +98,6 @@ class AdoptionResult:
         return sorted(p for p, o in self.outcomes.items() if o is outcome)
 
 
-def _transient(error: ApiError) -> bool:
-    """Whether a retry may succeed: the server failed or is unreachable (5xx), or asked us to slow down (429)."""
-    return error.status >= 500 or error.status == 429
-
-
 class Adoption:
     """Adopts or terminates this cluster's instances that have no Node (see the module docstring).
 
@@ -227,7 +222,7 @@ class Adoption:
         except AlreadyExistsError:
             return self._existing(machine)
         except ApiError as error:
-            if _transient(error):
+            if error.transient:
                 log.warning("Could not write node %s for instance %s (retrying next round): %s", machine.name,
                             machine.instance_id, error, extra={"provisioner": provisioner.name})
                 return Outcome.RETRY, None

@@ -11,8 +11,12 @@ to a concurrent update.
 * The Node is created right after the instance, carrying the nominations of the pods it was
   launched for. A retried request that returns the instance launched before finds its Node
   already there (same providerID) and takes it.
-* A launch whose Node cannot be created is not leaked: the instance is terminated at once (the
-  garbage collector would find it later, but an orphan costs money until then).
+* A launch whose Node cannot be created is not leaked. When the API server was unavailable or
+  asked for a slower pace (a transient error) and adoption is wired (``leave_for_adoption``),
+  the instance is kept: its tags are the launch record, and the next round's adoption pass
+  writes its Node, so the capacity paid for is used. Otherwise (the API refused the Node for
+  good, or nothing adopts) the instance is terminated at once: the garbage collector would find
+  it later, but an orphan costs money until then.
 * A launch none of whose pods still awaits capacity when its turn comes (kube-scheduler placed
   them in room that appeared since the plan, or they were deleted) is not made: no instance, no
   idle node. One with some of its pods left is made for those (see :class:`Launcher`).
@@ -60,7 +64,8 @@ class LaunchStatus(enum.Enum):
     LAUNCHED = "launched"
     #: No requested offering had capacity: solve again without the offerings named.
     INSUFFICIENT_CAPACITY = "insufficient_capacity"
-    #: The cloud refused, or the Node could not be created (the instance was terminated): back off.
+    #: The cloud refused, or the Node could not be created (the instance was terminated, or kept
+    #: for adoption after a transient API error): back off.
     FAILED = "failed"
     #: Not launched: every pod it was planned for was bound elsewhere or deleted before its turn.
     NOT_NEEDED = "not_needed"
@@ -71,7 +76,7 @@ class LaunchOutcome:
     """What one launch did, for the round to merge.
 
     ``machine``: the instance when one was launched (also for a ``FAILED`` launch whose Node
-    could not be created: it was terminated). ``launched_type``: its instance type among the
+    could not be created: it was terminated, or kept for adoption). ``launched_type``: its instance type among the
     request's options (``None`` when the cloud launched one it did not offer). ``node``: the
     Node as the API server answered (``LAUNCHED`` only). ``error``: why it did not launch.
     """
@@ -168,6 +173,11 @@ class Launcher:
     are not held by a nomination until its Node exists: meanwhile kube-scheduler may place them
     in room that appeared since (a node launched for other pods of the same burst). The launch
     is then made only for the pods still waiting, or not at all. None: launch as planned.
+
+    ``leave_for_adoption()``: called when an instance is kept after its Node could not be
+    written for a transient reason, so that adoption looks for it in the next rounds
+    (:meth:`provisioner.controllers.provisioning.adoption.Adoption.mark_due`). None: such an
+    instance is terminated like any other whose Node could not be written.
     """
 
     def __init__(
@@ -177,9 +187,11 @@ class Launcher:
         clock: Clock,
         settings: ProvisioningSettings,
         awaits_capacity: Callable[[str], bool] | None = None,
+        leave_for_adoption: Callable[[], None] | None = None,
     ) -> None:
         self.api = api
         self.awaits_capacity = awaits_capacity
+        self.leave_for_adoption = leave_for_adoption
         self.cloud = cloud
         self.clock = clock
         self.settings = settings
@@ -248,7 +260,11 @@ class Launcher:
     def _create_node(
         self, job: LaunchJob, planned: PlannedNode, machine: Machine, launched_type: InstanceType | None
     ) -> Object | BaseException:
-        """The Node of a launched instance, or why it could not be created (the instance is then terminated)."""
+        """The Node of a launched instance, or why it could not be created.
+
+        The instance is then left for adoption after a transient error when adoption is wired,
+        else terminated.
+        """
         provisioner = job.request.provisioner
         deadline = self.nomination_deadline()
         nominations = nom.EMPTY
@@ -279,6 +295,16 @@ class Launcher:
             error: BaseException = AlreadyExistsError(f"node {machine.name} exists with another providerID")
         except ApiError as exc:
             error = exc
+            if exc.transient and self.leave_for_adoption is not None:
+                log.warning(
+                    "Could not create node %s for instance %s: %s; keeping the instance for adoption",
+                    machine.name,
+                    machine.instance_id,
+                    exc,
+                    extra={"provisioner": provisioner.name},
+                )
+                self.leave_for_adoption()
+                return error
         log.error(
             "Could not create node %s for instance %s: %s; terminating the instance",
             machine.name,

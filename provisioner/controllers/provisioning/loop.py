@@ -93,7 +93,8 @@ class ProvisioningController:
         self.ledger = InFlightLedger(nominated_on=_nominated_on)
         self.adoption = Adoption(api, self.cloud, clock, recorder, self.ledger, self.settings.nodes)
         self.launcher = Launcher(api, self.adoption.watch(self.cloud), clock, self.settings,
-                                 awaits_capacity=lambda uid: awaits_capacity(state.pod(uid)))
+                                 awaits_capacity=lambda uid: awaits_capacity(state.pod(uid)),
+                                 leave_for_adoption=self.adoption.mark_due)
         self.provisioner = NodeProvisioner(
             api,
             clock,
@@ -284,10 +285,21 @@ class ProvisioningController:
         launch failed (limits, back-off, no offering, the cache not synced yet), so the caller
         keeps the node and retries later. See :meth:`NodeProvisioner.replace`.
         """
+        return self.replace_nodes({node_name: pods})
+
+    def replace_nodes(self, pods_by_node: Mapping[str, Sequence[Object]],
+                      adjust: Callable[[Plan], Plan] | None = None) -> list[str]:
+        """Consolidation's replacer: capacity for the pods of several nodes (name -> pods), solved together.
+
+        As :meth:`replace`, for all the nodes at once; ``adjust`` narrows each plan before its
+        launches (:meth:`NodeProvisioner.replace_nodes`).
+        """
         if not self.state.synced():
             not_synced = ProvisionResult(
-                failed={objects.key(p): "the cluster state is not synced yet" for p in pods}, pods=len(pods)
+                failed={objects.key(p): "the cluster state is not synced yet" for pods in pods_by_node.values()
+                        for p in pods},
+                pods=sum(len(pods) for pods in pods_by_node.values()),
             )
-            return replacement_nodes(not_synced, node_name)
+            return replacement_nodes(not_synced, next(iter(pods_by_node), ""))
         with self.provisioner.solving:
-            return self.provisioner.replace(self.state.snapshot(), pods, node_name)
+            return self.provisioner.replace_nodes(self.state.snapshot(), pods_by_node, adjust)

@@ -137,6 +137,8 @@ def node_manifest(
     price = launched_price(machine, instance_type)
     if price is not None:
         annotations[wk.PRICE_ANNOTATION] = f"{price:.6f}"
+    if machine.launch_time:
+        annotations[wk.LAUNCHED_AT_ANNOTATION] = machine.launch_time
     metadata: dict[str, Any] = {
         "name": machine.name,
         "labels": node_labels(provisioner, machine, instance_type, planned_labels, extra_labels),

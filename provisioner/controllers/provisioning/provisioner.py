@@ -190,6 +190,8 @@ class _Round:
     failed: dict[str, str] = field(default_factory=dict)
     unavailable: set[Offering] = field(default_factory=set)
     purpose: RoundPurpose = RoundPurpose.PENDING
+    #: Applied to each plan before its launches (a replacement round's narrowing of options).
+    adjust: Callable[[Plan], Plan] | None = None
 
     @property
     def nominate(self) -> bool:
@@ -298,34 +300,50 @@ class NodeProvisioner:
     def replace(self, snapshot: Snapshot, pods: Sequence[Object], node_name: str) -> list[str]:
         """Capacity for an expiring node's ``pods`` anywhere but ``node_name``; the nodes to wait for.
 
-        The pods (wire-form, bound to ``node_name``) are solved as if pending (their
+        :meth:`replace_nodes` for one node.
+        """
+        return self.replace_nodes(snapshot, {node_name: pods})
+
+    def replace_nodes(self, snapshot: Snapshot, pods_by_node: Mapping[str, Sequence[Object]],
+                      adjust: Callable[[Plan], Plan] | None = None) -> list[str]:
+        """Capacity for the pods of nodes going away (node name -> its pods), solved together, anywhere but those nodes.
+
+        The pods (wire-form, bound to their nodes) are solved as if pending (their
         ``nodeName`` is ignored; DaemonSet and static pods are left out: their controller puts
         them on every node); placements on existing capacity launch nothing. The room each
-        target node was chosen for is promised to each pod until it leaves ``node_name``
-        (earlier promises to ``node_name`` are withdrawn first: they were for these same pods).
-        Returns :func:`replacement_nodes`; raises ReplacementError when some pod got no capacity.
+        target node was chosen for is promised to each pod until it leaves its node (earlier
+        promises to those nodes are withdrawn first: they were for these same pods).
+        ``adjust``: applied to each plan of the round before its launches (consolidation narrows
+        a spot replacement's options). Returns :func:`replacement_nodes` (none of the nodes going
+        away); raises ReplacementError when some pod got no capacity.
         """
         self.ledger.release(snapshot, self.clock.now())
         pending = []
-        for obj in pods:
-            if objects.controller_owner_kind(obj) in ("DaemonSet", "Node"):
-                continue  # their controller puts them on every node, the replacement included
-            copy = dict(obj)
-            spec = dict(copy.get("spec") or {})
-            spec.pop("nodeName", None)
-            copy["spec"] = spec
-            status = dict(copy.get("status") or {})
-            status.pop("nominatedNodeName", None)
-            status["phase"] = "Pending"
-            copy["status"] = status
-            pending.append(copy)
-        self.ledger.withdraw(node_name)
+        for objs in pods_by_node.values():
+            for obj in objs:
+                if objects.controller_owner_kind(obj) in ("DaemonSet", "Node"):
+                    continue  # their controller puts them on every node, the replacement included
+                copy = dict(obj)
+                spec = dict(copy.get("spec") or {})
+                spec.pop("nodeName", None)
+                copy["spec"] = spec
+                status = dict(copy.get("status") or {})
+                status.pop("nominatedNodeName", None)
+                status["phase"] = "Pending"
+                copy["status"] = status
+                pending.append(copy)
+        for name in pods_by_node:
+            self.ledger.withdraw(name)
+        exclude = frozenset(pods_by_node)
         with self.solving:  # held until the promise is recorded: no pending round plans into that room before
-            started = self._start(snapshot, pending, frozenset({node_name}), RoundPurpose.REPLACEMENT)
+            started = self._start(snapshot, pending, exclude, RoundPurpose.REPLACEMENT, adjust)
             result = started if isinstance(started, ProvisionResult) else self._finish(*started)
-        names = replacement_nodes(result, node_name)
-        self._promise(node_name, pods, result)
-        return names
+        names: set[str] = set()
+        for name in pods_by_node:
+            names.update(replacement_nodes(result, name))
+        for name, pods in pods_by_node.items():
+            self._promise(name, pods, result)
+        return sorted(names - exclude)
 
     def _start(
         self,
@@ -333,6 +351,7 @@ class NodeProvisioner:
         pod_objects: Sequence[Object],
         exclude: frozenset[str],
         purpose: RoundPurpose,
+        adjust: Callable[[Plan], Plan] | None = None,
     ) -> ProvisionResult | tuple[_Round, _Launches]:
         """A round's first solve (under :attr:`solving`): its launches started, or the round's result when it launches nothing."""
         round_ = _Round(
@@ -342,6 +361,7 @@ class NodeProvisioner:
             pod_objects={objects.uid(p): p for p in pod_objects},
             started=self.clock.monotonic(),
             purpose=purpose,
+            adjust=adjust,
         )
         read = read_pods(snapshot, pod_objects)
         for refused in read.refused:
@@ -452,6 +472,8 @@ class NodeProvisioner:
         nodes = given.nodes
         with metrics.time_call(metrics.SOLVE_DURATION):
             plan = self.solver(replace(given, provisioner_usage=round_.usage))
+        if round_.adjust is not None:
+            plan = round_.adjust(plan)
         for error in plan.unschedulable:
             round_.unschedulable[error.pod.key] = error.reason
         if plan.new_nodes:

@@ -81,6 +81,9 @@ class Memo:
       as permanent by heuristic, a price above a node of its own or a hostname spread count
       above what the minimum allows), so a hit can skip a
       node that would have accepted a pod later: this shapes the plan, deterministically.
+    * ``full``: requests -> the first planned node that might still hold them; every node
+      before it lacks room for them in all of its options (exact and lasting: a node's requests
+      only grow and its options only narrow), so any pod with those requests skips them.
     * ``failures``: (shape, requests, relaxation, pods placed so far) -> why such a pod
       failed. No state changes while no pod is placed, so a pod identical in shape, requests
       and relaxation fails the same way; keying on the placement count drops the entry as
@@ -109,4 +112,5 @@ class Memo:
     price_lists: dict[tuple[int, Requirement | None, Requirement | None],
                       tuple[Options, list[PricedOption]]] = field(default_factory=dict)
     skip: dict[tuple[PodShape, Relaxation, Vector], int] = field(default_factory=dict)
+    full: dict[Vector, int] = field(default_factory=dict)
     failures: dict[tuple[PodShape, Vector, Relaxation, int], str] = field(default_factory=dict)

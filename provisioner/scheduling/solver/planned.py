@@ -110,6 +110,9 @@ class OpenNode:
     price: float = 0.0
     price_list: list[PricedOption] | None = None
     price_index: int = 0
+    #: :meth:`domain`'s answers for ``_domains_of`` (the requirements they were read from)
+    _domains: dict[str, str | None] = field(default_factory=dict)
+    _domains_of: Requirements | None = None
 
     @property
     def taints(self) -> tuple[Taint, ...]:
@@ -119,18 +122,26 @@ class OpenNode:
         """The node's value for ``key``; None while it is not decided yet (or absent)."""
         if key == wk.HOSTNAME:
             return self.hostname
-        requirement = self.requirements.get(key)
+        requirements = self.requirements
+        if self._domains_of is not requirements:  # requirements are replaced, never mutated
+            self._domains, self._domains_of = {}, requirements
+        elif key in self._domains:
+            return self._domains[key]
+        requirement = requirements.get(key)
+        value = None
         if requirement is not None and not requirement.complement and len(requirement.values) == 1:
-            return next(iter(requirement.values))
-        return None
+            value = next(iter(requirement.values))
+        self._domains[key] = value
+        return value
 
     # ------------------------------------------------------------------ taking a pod
     def can_add(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternatives: list[Alternative],
-                topology: Topology, memo: Memo, cost_aware: bool) -> Candidate | Refusal:
+                topology: Topology, memo: Memo, cost_aware: bool, topology_allows: bool = False) -> Candidate | Refusal:
         """The placement of ``queued`` on this node, or why not.
 
         With ``cost_aware``, the node also refuses a pod that would raise its price by more than
-        the price of a node of its own for that pod.
+        the price of a node of its own for that pod. ``topology_allows``: the caller knows the
+        topology check allows the pod here with nothing to pin (every key decided), so it is skipped.
         """
         if self.accelerator is not None and self.accelerator != queued.shape.accelerator:
             return PERMANENT
@@ -150,7 +161,8 @@ class OpenNode:
             return PERMANENT
         refusal = PERMANENT
         for alternative in alternatives:
-            outcome = self._candidate(queued, constraints, alternative, total, topology, memo, cost_aware)
+            outcome = self._candidate(queued, constraints, alternative, total, topology, memo, cost_aware,
+                                      topology_allows)
             if outcome is FOR_NOW:
                 refusal = FOR_NOW
             elif outcome is not PERMANENT:
@@ -158,7 +170,8 @@ class OpenNode:
         return refusal
 
     def _candidate(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternative: Alternative,
-                   total: Vector, topology: Topology, memo: Memo, cost_aware: bool) -> Candidate | Refusal:
+                   total: Vector, topology: Topology, memo: Memo, cost_aware: bool,
+                   topology_allows: bool = False) -> Candidate | Refusal:
         """The placement of ``queued`` under one requirement alternative, or why not.
 
         The node narrows to ``alternative.requirements`` (preferred terms held included);
@@ -176,7 +189,7 @@ class OpenNode:
         if not any_fits(options, total):
             return PERMANENT
         shape = queued.shape
-        if constraints or shape.selected_by or shape.anti_affinity_groups:
+        if not topology_allows and (constraints or shape.selected_by or shape.anti_affinity_groups):
             check = topology.check(shape, constraints, self, lambda key: domains_of(memo, options, requirements, key))
             if check.reason is not None:
                 return PERMANENT if check.permanent else FOR_NOW

@@ -21,6 +21,7 @@ from provisioner.scheduling.solver.memo import Memo
 from provisioner.scheduling.solver.planned import PERMANENT, Candidate, OpenNode, open_node
 from provisioner.scheduling.solver.preferences import (
     Alternative,
+    Relaxation,
     held_pod_affinity,
     held_pod_anti_affinity,
     held_spread,
@@ -44,11 +45,15 @@ from provisioner.scheduling.solver.topology import (
     TopologyConstraint,
     ViewKey,
 )
-from provisioner.scheduling.solver.vectors import Dimensions
+from provisioner.scheduling.solver.vectors import Dimensions, Vector, fits, plus
 
 #: After a first fit, how many further planned nodes are tried for one that holds the pod in
 #: its slack (at no extra price): best-fit where it is free, bounded so big batches stay linear.
 SLACK_SEARCH = 4
+#: Refuse planned nodes by their decided topology domains before trying them in full
+#: (:class:`~provisioner.scheduling.solver.topology.DecidedDomains`); the plan is the same
+#: either way (a test solves varied workloads with it on and off), only faster.
+TOPOLOGY_FAST_PATH = True
 #: A price difference below this many USD/hour counts as none.
 _PRICE_EPSILON = 1e-12
 
@@ -296,6 +301,16 @@ class _Solver:
         First fit, unless one of the next :data:`SLACK_SEARCH` nodes holds the pod for less
         (cost-aware mode). Nodes that refused this kind of pod permanently are skipped next
         time: a prefix pointer per (shape, relaxation, requests) keeps the scan short.
+
+        Fast paths (:data:`TOPOLOGY_FAST_PATH`): the scan starts past the planned nodes that have
+        no room for the pod's requests in any option (``Memo.full``), which refuse it first thing
+        and permanently; a node whose decided topology domain refuses the
+        pod (a zone over its spread's skew, a hostname holding an anti-affine pod) is passed
+        over without the full check, which would refuse it too; while the skip pointer may still
+        move, only when the full check would give that very refusal and it is permanent
+        (:meth:`DecidedDomains.refusal`), so the pointer moves exactly as the full check moves it.
+        A node whose every topology key is decided and allows the pod is tried without the
+        topology check, whose answer (allowed, nothing to pin) is known.
         """
         skip_key = (queued.shape, queued.relaxation, queued.requests)
         skip = self.memo.skip
@@ -303,13 +318,26 @@ class _Solver:
         new_nodes = self.new_nodes
         best: Candidate | None = None
         looked = 0
-        for i in range(skip.get(skip_key, 0), len(new_nodes)):
+        shape = queued.shape
+        decided = (self.topology.decided_domains(shape, constraints)
+                   if TOPOLOGY_FAST_PATH and (constraints or shape.selected_by or shape.anti_affinity_groups)
+                   else None)
+        for i in range(self._scan_start(skip_key), len(new_nodes)):
             if best is not None:
                 looked += 1
                 if looked > SLACK_SEARCH:
                     break
-            outcome = new_nodes[i].can_add(queued, constraints, alternatives, self.topology, self.memo,
-                                           self.cost_aware)
+            node = new_nodes[i]
+            answer = decided.refusal(node) if decided is not None else None
+            if answer is not None and answer[0].reason is not None:
+                if prefix and not (answer[1] and answer[0].permanent):
+                    answer = None  # the full check decides how long the refusal lasts
+                else:
+                    if prefix:
+                        skip[skip_key] = i + 1
+                    continue
+            outcome = node.can_add(queued, constraints, alternatives, self.topology, self.memo, self.cost_aware,
+                                   topology_allows=answer is not None)
             if isinstance(outcome, Candidate):
                 if prefix:
                     skip[skip_key] = i
@@ -330,6 +358,26 @@ class _Solver:
             return False
         self._commit(best)
         return True
+
+    def _scan_start(self, skip_key: tuple[PodShape, Relaxation, Vector]) -> int:
+        """Where a scan of the planned nodes starts: the skip pointer, moved past full nodes (fast path)."""
+        skip = self.memo.skip
+        start = skip.get(skip_key, 0)
+        if TOPOLOGY_FAST_PATH:
+            full = self._full_until(skip_key[2])
+            if full > start:  # every node in between refuses on room: the pointer would pass them
+                start = skip[skip_key] = full
+        return start
+
+    def _full_until(self, requests: Vector) -> int:
+        """The first planned node that might still hold ``requests`` (``Memo.full``, moved on past full nodes)."""
+        full, new_nodes = self.memo.full, self.new_nodes
+        index = full.get(requests, 0)
+        while index < len(new_nodes) and not fits(plus(new_nodes[index].requested, requests),
+                                                  new_nodes[index].max_allocatable):
+            index += 1
+        full[requests] = index
+        return index
 
     def _open(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternatives: list[Alternative],
               template: NodeTemplate) -> str | None:

@@ -656,6 +656,35 @@ class Topology:
         anti-affinity terms) are left out: kube-scheduler only scores them.
         """
         exists = isinstance(node, ExistingNode)
+        by_key, forbidden = self._keys(shape, constraints, exists)
+        pins: dict[str, str] = {}
+        for key, key_constraints in by_key.items():
+            domain = node.domain(key)
+            if domain is not None:
+                refusal = self._decided(key, key_constraints, forbidden, domain, exists)
+                if refusal is not None:
+                    return refusal
+                continue
+            candidates = sorted(possible(key))
+            if not candidates:
+                if key_constraints or key in forbidden:
+                    return TopologyCheck(f"no node can carry topology key {key}", {}, True)
+                continue
+            excluded = forbidden.get(key, ())
+            allowed = [v for v in candidates if v not in excluded
+                       and all(self.allows(c, v, exists) for c in key_constraints)]
+            if not allowed:
+                return self._refusal(key, key_constraints, forbidden, domain, exists)
+            views = [c.view for c in key_constraints if c.view is not None]
+            pins[key] = min(allowed, key=lambda v: (sum(view.planned.counts.get(v, 0) for view in views), v))
+        return TopologyCheck(None, pins, False) if pins else _ALLOWED
+
+    def _keys(self, shape: PodShape, constraints: list[TopologyConstraint],
+              exists: bool) -> tuple[dict[str, list[TopologyConstraint]], dict[str, set[str]]]:
+        """The keys :meth:`check` judges, in its order, with the constraints on each; the forbidden domains.
+
+        ``forbidden``: per key, the domains that owners' anti-affinity forbids.
+        """
         by_key: dict[str, list[TopologyConstraint]] = {}
         for c in constraints:
             if exists and not c.hard:
@@ -670,27 +699,22 @@ class Topology:
             by_key.setdefault(g.key, [])
         for g in shape.anti_affinity_groups:
             by_key.setdefault(g.key, [])
-        pins: dict[str, str] = {}
-        for key, key_constraints in by_key.items():
-            domain = node.domain(key)
-            candidates: list[str]
-            if domain is not None:
-                candidates = [domain]
-            else:
-                candidates = sorted(possible(key))
-                if not candidates:
-                    if key_constraints or key in forbidden:
-                        return TopologyCheck(f"no node can carry topology key {key}", {}, True)
-                    continue
-            excluded = forbidden.get(key, ())
-            allowed = [v for v in candidates if v not in excluded
-                       and all(self.allows(c, v, exists) for c in key_constraints)]
-            if not allowed:
-                return self._refusal(key, key_constraints, forbidden, domain, exists)
-            if domain is None:
-                views = [c.view for c in key_constraints if c.view is not None]
-                pins[key] = min(allowed, key=lambda v: (sum(view.planned.counts.get(v, 0) for view in views), v))
-        return TopologyCheck(None, pins, False) if pins else _ALLOWED
+        return by_key, forbidden
+
+    def _decided(self, key: str, key_constraints: list[TopologyConstraint], forbidden: dict[str, set[str]],
+                 domain: str, exists: bool) -> TopologyCheck | None:
+        """None when a node whose ``key`` is ``domain`` keeps every constraint on ``key``; else the refusal."""
+        if domain not in forbidden.get(key, ()) and all(self.allows(c, domain, exists) for c in key_constraints):
+            return None
+        return self._refusal(key, key_constraints, forbidden, domain, exists)
+
+    def decided_domains(self, shape: PodShape, constraints: list[TopologyConstraint]) -> DecidedDomains | None:
+        """What :meth:`check` answers on planned nodes from the keys they have decided, for one pod.
+
+        See :class:`DecidedDomains`; None when the pod has no topology key to check.
+        """
+        by_key, forbidden = self._keys(shape, constraints, False)
+        return DecidedDomains(self, by_key, forbidden) if by_key else None
 
     def _refusal(self, key: str, key_constraints: list[TopologyConstraint], forbidden: dict[str, set[str]],
                  domain: str | None, exists: bool) -> TopologyCheck:
@@ -734,6 +758,53 @@ class Topology:
             minimum = view.planned_minimum(constraint.min_domains, value)
         count = scope.counts.get(value, 0)
         return count + (1 if constraint.self_match else 0) - minimum <= constraint.max_skew
+
+
+class DecidedDomains:
+    """:meth:`Topology.check`'s refusals of planned nodes by the keys they have decided, for one pod.
+
+    A planned node's hostname is decided, and so is its zone once a pod pinned one; whether a
+    pod may join a node whose ``key`` is ``value`` depends only on the pod, its constraints and
+    the counts, not on the node, so it is answered once per (key, value) and reused for every
+    node of that domain. Valid while the counts do not change: the solver makes one per pod
+    and scan of the planned nodes (placements are recorded after the scan).
+
+    :meth:`refusal` is exact where it answers: a node it refuses is refused by ``check`` (which
+    refuses when any key has no allowed value); and when every key ``check`` judges before the
+    refusing one is decided on the node too, ``check`` returns that very refusal (its
+    ``permanent`` included) whatever requirement alternative it is called under, since decided
+    keys do not depend on the node's options.
+    """
+
+    def __init__(self, topology: Topology, by_key: dict[str, list[TopologyConstraint]],
+                 forbidden: dict[str, set[str]]) -> None:
+        self._topology = topology
+        self._by_key = by_key
+        self._forbidden = forbidden
+        self._answers: dict[tuple[str, str], TopologyCheck | None] = {}
+
+    def refusal(self, node: TopologyNode) -> tuple[TopologyCheck, bool] | None:
+        """The refusal of the first decided key of ``node`` that refuses the pod, and whether ``check`` gives it.
+
+        ``check`` gives that very refusal when no undecided key comes before it. When every key
+        is decided and none refuses, ``check``'s own answer: allowed, no pins (``_ALLOWED``, True).
+        None when no decided key refuses and some key is undecided.
+        """
+        exact = True
+        for key, key_constraints in self._by_key.items():
+            domain = node.domain(key)
+            if domain is None:
+                exact = False
+                continue
+            answer_key = (key, domain)
+            if answer_key in self._answers:
+                answer = self._answers[answer_key]
+            else:
+                answer = self._topology._decided(key, key_constraints, self._forbidden, domain, False)
+                self._answers[answer_key] = answer
+            if answer is not None:
+                return answer, exact
+        return (_ALLOWED, True) if exact else None
 
 
 def topology_reason(key: str, constraints: list[TopologyConstraint], owner: bool) -> str:

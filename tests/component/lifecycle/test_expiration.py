@@ -8,7 +8,8 @@ import pytest
 from provisioner.controllers.expiration import REPLACEMENTS_ANNOTATION
 from provisioner.controllers.manager import Manager
 from provisioner.kube.fake import pod_is_healthy
-from provisioner.model.labels import DISRUPTED_TAINT_KEY
+from provisioner.model.labels import DISRUPTED_TAINT_KEY, LAUNCHED_AT_ANNOTATION
+from provisioner.model.timestamps import rfc3339
 from provisioner.settings import ControllerSettings
 
 from .conftest import Cluster
@@ -181,3 +182,18 @@ def test_removing_the_ttl_mid_replacement_cancels_the_expiry(cluster: Cluster) -
     cluster.kubelet()
     cluster.step(60)
     assert cluster.exists("Node", old) and not cluster.kube.get("Node", old)["metadata"].get("deletionTimestamp")
+
+
+def test_expiry_counts_from_the_instance_launch_not_the_node_creation(cluster: Cluster) -> None:
+    # an instance adopted 50 s after its launch: its Node is 50 s younger than the instance
+    cluster.provisioner(ttlSecondsUntilExpired=60)
+    old = cluster.node()["metadata"]["name"]
+    cluster.kube.patch("Node", old, {"metadata": {"annotations": {
+        LAUNCHED_AT_ANNOTATION: rfc3339(cluster.clock.now() - 50)}}})
+    cluster.pod("web", old)
+    cluster.settle()
+    cluster.step(9)
+    assert cluster.replacer.calls == []
+    cluster.step(1)
+    assert len(cluster.replacer.calls) == 1
+    assert DISRUPTED_TAINT_KEY in taint_keys(cluster, old)

@@ -181,15 +181,41 @@ def test_backoff_grows_exponentially_and_is_capped():
     assert delays == [5, 10, 12]
 
 
-def test_node_creation_failure_terminates_the_instance():
+def test_node_refused_for_good_terminates_the_instance():
     cluster = Cluster(provisioner=provisioner_with())
-    cluster.api.fail_next[("create", "Node")] = [ApiError(500, "InternalError", "etcd timeout")]
+    cluster.api.fail_next[("create", "Node")] = [ApiError(422, "Invalid", "metadata.labels: Invalid value")]
     cluster.pending_pod(template=flexible_template("1"))
     result = cluster.controller.reconcile()
     assert result.nodes == ()
     assert cluster.cloud.delete_calls == [cluster.cloud.launches[0].provider_id]
     assert cluster.cloud.machines == []
     assert cluster.api.events(reason="LaunchFailed")
+
+
+def test_node_write_failing_transiently_keeps_the_instance_for_adoption():
+    cluster = Cluster(provisioner=provisioner_with())
+    cluster.api.fail_next[("create", "Node")] = [ApiError(500, "InternalError", "etcd timeout")]
+    pod = cluster.pending_pod(template=flexible_template("1"))
+    result = cluster.controller.reconcile()
+    assert result.nodes == ()
+    (machine,) = cluster.cloud.machines
+    assert cluster.cloud.delete_calls == []
+    assert cluster.api.events(reason="LaunchFailed")
+    # the next round adopts the instance (its tags are the launch record) and launches nothing new
+    cluster.clock.advance(cluster.controller.launcher.backoff.remaining("default"))
+    result = cluster.controller.reconcile()
+    (node,) = cluster.nodes()
+    assert node["spec"]["providerID"] == machine.provider_id
+    # its age counts from the launch, a round earlier than the Node
+    assert node["metadata"]["annotations"][wk.LAUNCHED_AT_ANNOTATION] == machine.launch_time
+    # the pending pod it was launched for is nominated to it
+    assert result.nominated_existing == {node["metadata"]["name"]: (pod["metadata"]["uid"],)}
+    nominations = json.loads(node["metadata"]["annotations"][wk.NOMINATIONS_ANNOTATION])
+    assert list(nominations["pods"]) == [pod["metadata"]["uid"]]
+    assert len(cluster.cloud.create_calls) == 1
+    assert cluster.cloud.delete_calls == []
+    (adopted,) = cluster.api.events(reason="Adopted")
+    assert adopted["involvedObject"]["name"] == node["metadata"]["name"]
 
 
 def test_pod_no_provisioner_can_serve_gets_a_warning():

@@ -46,6 +46,25 @@ def test_invalid_provisioner_is_denied_with_our_message_over_https(server: Serve
     }
 
 
+def test_consolidation_beside_ttl_seconds_after_empty_is_denied_naming_both_over_https(server: Server) -> None:
+    obj = valid()  # it sets ttlSecondsAfterEmpty: 30
+    obj["spec"]["consolidation"] = {"enabled": True}
+    answer = requests.post(f"{server.url}/validate", json=review(obj, uid="https-4"), verify=server.ca_file,
+                           timeout=10)
+    assert answer.json()["response"] == {
+        "uid": "https-4",
+        "allowed": False,
+        "status": {"status": "Failure", "code": 422, "reason": "Invalid",
+                   "message": "spec.consolidation.enabled: invalid value true: expected exactly one, got both: "
+                              "spec.consolidation.enabled and spec.ttlSecondsAfterEmpty (consolidation removes "
+                              "empty nodes itself; unset ttlSecondsAfterEmpty)"},
+    }
+    del obj["spec"]["ttlSecondsAfterEmpty"]
+    answer = requests.post(f"{server.url}/validate", json=review(obj, uid="https-5"), verify=server.ca_file,
+                           timeout=10)
+    assert answer.json()["response"] == {"uid": "https-5", "allowed": True}
+
+
 def test_bad_body_is_400_over_https_and_keepalive_connection_survives(server: Server) -> None:
     with requests.Session() as session:
         # verify= per request: requests lets $REQUESTS_CA_BUNDLE override Session.verify

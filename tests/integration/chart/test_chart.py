@@ -58,7 +58,8 @@ def custom_objects(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> list
         "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/groupless"}},
         "logLevel": "debug",
         "logFormat": "json",
-        "controller": {"batchIdleDuration": "2s", "batchMaxDuration": "20s", "nodeLabels": {"team": "a", "env": "prod"}},
+        "controller": {"batchIdleDuration": "2s", "batchMaxDuration": "20s", "nodeLabels": {"team": "a", "env": "prod"},
+                       "consolidation": {"settlePeriod": "1m", "minSavings": 0.2}},
         "secondScheduler": {"enabled": True, "schedulerName": "groupless-scheduler"},
         "schedulerExtender": {"weight": 7, "httpTimeout": "3s"},
         "image": {"repository": "registry.example.com/groupless", "tag": "1.2.3"},
@@ -129,6 +130,13 @@ def test_walkthrough_flags_reach_the_controller(custom_objects: list[dict[str, A
     assert env["GROUPLESS_SERVICE_CIDR"] == "172.20.0.0/16"
     assert env["GROUPLESS_BATCH_IDLE_DURATION"] == "2s"
     assert env["GROUPLESS_BATCH_MAX_DURATION"] == "20s"
+    # consolidation's churn guards, as the controller parses them
+    from provisioner.settings import from_mapping
+
+    consolidation = from_mapping({}, environ={k: v for k, v in env.items() if "CONSOLIDATION" in k}).consolidation
+    assert (consolidation.settle_seconds, consolidation.min_savings_fraction, consolidation.spot_options) == (60.0, 0.2, 15)
+    assert (consolidation.interval_seconds, consolidation.validation_seconds, consolidation.max_disrupted_share) == (
+        10.0, 15.0, 0.1)
     assert env["GROUPLESS_NODE_LABELS"] == "env=prod,team=a"
     assert env["GROUPLESS_LEADER_ELECT"] == "true"
     assert env["GROUPLESS_LEASE_NAME"] == "gl-groupless-controller"
@@ -295,6 +303,8 @@ def test_container_args_and_environment_are_understood_by_groupless(custom_objec
     ("aws.defaultInstanceProfil=typo", "defaultInstanceProfil"),
     ("webhook.failurePolicy=Maybe", "/webhook/failurePolicy"),
     ("serviceCIDR=ten", "/serviceCIDR"),
+    ("controller.consolidation.minSavings=2", "/controller/consolidation/minSavings"),
+    ("controller.consolidation.settlePeriod=later", "/controller/consolidation/settlePeriod"),
 ])
 def test_values_schema_rejects_bad_values_naming_them(helm: Path, setting: str, complaint: str) -> None:
     proc = subprocess.run([str(helm), "template", "g", str(CHART), *REQUIRED, "--set", setting],

@@ -7,6 +7,7 @@ import pytest
 
 from provisioner.api.types import KubeletConfiguration
 from provisioner.cloudprovider.aws.catalog import (
+    NodeConfiguration,
     PriceBook,
     PricingFileError,
     estimate_price,
@@ -58,11 +59,12 @@ def offerings(*names, zones=ZONES):
     ]
 
 
-def convert(**kwargs):
+def convert(zones=None, unavailable=frozenset(), prices=None, **config):
     types = [R6GD_XLARGE, M5_LARGE, G4DN_XLARGE, F1, METAL]
+    names = (t["InstanceType"] for t in types)
     return {
         t.name: t
-        for t in instance_types_from_ec2(types, offerings(*(t["InstanceType"] for t in types)), **kwargs)
+        for t in instance_types_from_ec2(types, offerings(*names), prices, NodeConfiguration(**config), zones, unavailable)
     }
 
 

@@ -2,15 +2,16 @@
 
 import pytest
 
-from provisioner.api.types import AWSProvider
-from provisioner.cloudprovider.aws.amis import (
+from provisioner.api.types import AWSProvider, Provisioner, ProvisionerSpec
+from provisioner.cloudprovider.aws.amifamily import (
     AMI_FAMILIES,
     MissingImage,
     has_image,
     offered_instance_types,
-    parameter_name,
     split_by_image,
 )
+from provisioner.cloudprovider.aws.amis import parameter_name
+from provisioner.cloudprovider.aws.catalog import NodeConfiguration
 from provisioner.cloudprovider.fake import make_instance_type
 from provisioner.cloudprovider.types import ConfigurationError
 
@@ -71,14 +72,19 @@ def test_each_gap_is_named_once_sorted_by_architecture_and_variant():
         "1 instance type(s) have no Bottlerocket image for arm64 with AWS Neuron accelerators: imaginary-neuron.xlarge"]
 
 
+def _offered(provider):
+    config = NodeConfiguration.of(Provisioner(name="p", spec=ProvisionerSpec(provider=provider)))
+    return offered_instance_types(config.ami_family, config.launch_template, CATALOG)
+
+
 def test_a_provisioners_family_defaults_to_al2023_and_a_launch_template_offers_everything():
-    assert offered_instance_types(None, CATALOG) == (CATALOG, ())
-    assert offered_instance_types(AWSProvider(), CATALOG) == (CATALOG, ())
-    kept, missing = offered_instance_types(AWSProvider(ami_family="AL2"), CATALOG)
+    assert _offered(None) == (CATALOG, ())
+    assert _offered(AWSProvider()) == (CATALOG, ())
+    kept, missing = _offered(AWSProvider(ami_family="AL2"))
     assert (len(kept), [m.instance_types for m in missing]) == (4, [("g5g.2xlarge", "g5g.4xlarge", "g5g.xlarge")])
-    assert offered_instance_types(AWSProvider(launch_template="my-template"), CATALOG) == (CATALOG, ())
+    assert _offered(AWSProvider(launch_template="my-template")) == (CATALOG, ())
     with pytest.raises(ConfigurationError, match="unknown amiFamily 'Windows'"):
-        offered_instance_types(AWSProvider(ami_family="Windows"), CATALOG)
+        _offered(AWSProvider(ami_family="Windows"))
 
 
 def test_no_parameter_is_named_for_an_image_that_does_not_exist():

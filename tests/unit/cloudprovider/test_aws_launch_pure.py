@@ -5,7 +5,8 @@ import yaml
 from botocore.exceptions import ClientError
 
 from provisioner.api.types import EBS, AWSProvider, BlockDeviceMapping, KubeletConfiguration, MetadataOptions
-from provisioner.cloudprovider.aws.amis import parameter_name, variant_of
+from provisioner.cloudprovider.aws.amifamily import ephemeral_storage_gib, variant_of
+from provisioner.cloudprovider.aws.amis import parameter_name
 from provisioner.cloudprovider.aws.errors import translate
 from provisioner.cloudprovider.aws.fleet import (
     Override,
@@ -16,14 +17,12 @@ from provisioner.cloudprovider.aws.fleet import (
 from provisioner.cloudprovider.aws.launchtemplates import (
     LaunchTemplateConfig,
     block_device_mappings,
-    ephemeral_storage_bytes,
     metadata_options,
 )
 from provisioner.cloudprovider.aws.provider import parse_provider_id, selector_filters
 from provisioner.cloudprovider.aws.userdata import make_bootstrap, user_data
 from provisioner.cloudprovider.fake import make_instance_type
 from provisioner.cloudprovider.types import ConfigurationError, LaunchError, NotFoundError
-from provisioner.model.resources import GIB
 
 
 @pytest.mark.parametrize(
@@ -210,8 +209,13 @@ def test_block_devices_and_ephemeral_storage():
     assert block_device_mappings(provider.block_device_mappings, "AL2023") == (
         ("/dev/xvda", (("Iops", 3000), ("VolumeSize", 100), ("VolumeType", "gp3"))),
     )
-    assert ephemeral_storage_bytes(provider, "AL2023") == 100 * GIB
-    assert ephemeral_storage_bytes(None, "Bottlerocket") == 20 * GIB
+    assert ephemeral_storage_gib(provider, "AL2023") == 100
+    assert ephemeral_storage_gib(None, "Bottlerocket") == 20
+    assert block_device_mappings(None, "Bottlerocket") == (
+        ("/dev/xvda", (("DeleteOnTermination", True), ("Encrypted", True), ("VolumeSize", 4), ("VolumeType", "gp3"))),
+        ("/dev/xvdb", (("DeleteOnTermination", True), ("Encrypted", True), ("VolumeSize", 20), ("VolumeType", "gp3"))),
+    )
+    assert [device for device, _ in block_device_mappings(None, "Ubuntu")] == ["/dev/sda1"]
 
 
 OVERRIDES = [

@@ -33,6 +33,7 @@ SCHEMA_OF: dict[type, type[Schema]] = {
     types.Condition: schemas.ConditionSchema,
     types.ProvisionerStatus: schemas.ProvisionerStatusSchema,
     types.ProvisionerSpec: schemas.ProvisionerSpecSchema,
+    types.Consolidation: schemas.ConsolidationSchema,
 }
 
 

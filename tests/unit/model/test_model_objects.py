@@ -73,3 +73,14 @@ def test_timestamps_round_trip_and_malformed_ones_are_unknown() -> None:
     assert parse_rfc3339("2026-01-01T01:00:00+01:00") == 1_767_225_600.0
     assert timestamp("2026-01-01T00:00:00Z") == 1_767_225_600.0
     assert timestamp("not a time") is None and timestamp(None) is None and timestamp(5) is None
+
+
+def test_a_node_is_as_old_as_its_instance_launch_else_its_creation() -> None:
+    created = "2026-01-01T00:10:00Z"
+    adopted = {"metadata": {"creationTimestamp": created,
+                            "annotations": {"groupless.dev/launched-at": "2026-01-01T00:08:20Z"}}}
+    assert objects.launched_at(adopted) == parse_rfc3339(created) - 100
+    malformed = {"metadata": {"creationTimestamp": created, "annotations": {"groupless.dev/launched-at": "soon"}}}
+    assert objects.launched_at(malformed) == parse_rfc3339(created)
+    assert objects.launched_at({"metadata": {"creationTimestamp": created}}) == parse_rfc3339(created)
+    assert objects.launched_at({"metadata": {}}) is None

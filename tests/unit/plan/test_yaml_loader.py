@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from provisioner import yamlload
 from provisioner.plan import read_inputs
@@ -159,3 +161,108 @@ def test_every_yaml_read_of_the_product_goes_through_yamlload() -> None:
         if direct.search(line)
     ]
     assert offenders == []
+
+
+#: What the one-pass loader leaves to PyYAML's own path, each in a document after plain ones.
+LEFT_TO_PYYAML = [
+    "base: &b {a: 1}\nmerged:\n  <<: *b\n  c: 2\n",  # merge key
+    "s: !!set {a, b}\n",
+    "o: !!omap [{a: 1}, {b: 2}]\n",
+    "=: value key\n",
+]
+#: What the one-pass loader builds itself: explicit core tags, anchors on scalars and
+#: collections, recursive aliases, duplicate keys, empty values, every scalar style.
+BUILT = """\
+explicit: [!!str 123, !!int "42", !!float "1.5", !!bool "yes", !!null "", !!binary aGVsbG8=]
+scalar: &s 12:30:00
+again: *s
+seq: &q [1, 2, {x: y}]
+same: *q
+dup: 1
+dup: 2
+empty:
+quoted: ['1', "true", 'null']
+styles:
+  - plain
+  - 'single'
+  - "double\\n"
+  - |-
+    literal
+  - >-
+    folded
+    text
+""" + "---\n" + "self: &me {name: loop}\n" + "---\n" + "!!map {a: 1}\n" + "---\n" + "- !!seq [1]\n"
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["libyaml", "pure"])
+def test_the_one_pass_builds_what_safe_load_all_builds(pure: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if pure:
+        monkeypatch.delattr(yaml, "CSafeLoader")
+    for text in (BUILT, TRICKY.replace("  notANumber: .nan\n", ""), PLANNABLE):
+        assert list(yamlload.load_all(text)) == list(yaml.load_all(text, Loader=yaml.SafeLoader))
+    docs = list(yamlload.load_all(BUILT))
+    assert docs[0]["again"] is docs[0]["scalar"] == 45000 and docs[0]["same"] is docs[0]["seq"]
+    assert docs[0]["dup"] == 2 and docs[0]["explicit"][-1] == b"hello"
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["libyaml", "pure"])
+@pytest.mark.parametrize("tail", LEFT_TO_PYYAML)
+def test_what_the_one_pass_leaves_to_pyyaml_comes_out_the_same(pure: bool, tail: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    if pure:
+        monkeypatch.delattr(yaml, "CSafeLoader")
+    text = "a: 1\n---\nb: [2]\n---\n" + tail + "---\nz: last\n"
+    assert list(yamlload.load_all(text)) == list(yaml.load_all(text, Loader=yaml.SafeLoader))
+
+
+@pytest.mark.parametrize("text", ["a: *nowhere\n", "a: &x 1\nb: &x 2\n", "a: !!python/name:os.system\n",
+                                  "ok: 1\n---\na: [\n", "? [a, b]\n: complex key\n", "? {a: 1}\n: complex key\n"])
+def test_errors_are_pyyamls(text: str) -> None:
+    with pytest.raises(yaml.YAMLError) as ours:
+        list(yamlload.load_all(text))
+    with pytest.raises(yaml.YAMLError) as theirs:
+        list(yaml.load_all(text, Loader=yaml.CSafeLoader))
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
+
+
+def test_documents_before_a_bad_one_are_yielded_first() -> None:
+    documents = yamlload.load_all("first: 1\n---\na: [\n")
+    assert next(documents) == {"first": 1}
+    with pytest.raises(yaml.YAMLError, match="line 4"):
+        next(documents)
+
+
+def test_a_recursive_alias_is_the_object_itself() -> None:
+    (ours,) = yamlload.load_all("self: &me {name: loop, again: *me}\n")
+    (theirs,) = yaml.load_all("self: &me {name: loop, again: *me}\n", Loader=yaml.SafeLoader)
+    assert ours["self"]["again"] is ours["self"] and theirs["self"]["again"] is theirs["self"]
+    assert ours["self"]["name"] == theirs["self"]["name"] == "loop"
+
+
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12),
+                     st.sampled_from(["yes", "off", "0755", "1:30", "0x1F", "1e3", ".inf", "~", "2026-01-02", "<<"]))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4)
+                       | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=25)
+
+
+@settings(max_examples=150, deadline=None)
+@given(documents=st.lists(_VALUES, min_size=1, max_size=3), flow=st.sampled_from([None, True, False]))
+def test_any_dumped_documents_load_the_same(documents: list[object], flow: bool | None) -> None:
+    text = yaml.safe_dump_all(documents, default_flow_style=flow, allow_unicode=True)
+    assert list(yamlload.load_all(text)) == list(yaml.load_all(text, Loader=yaml.SafeLoader))
+
+
+def test_a_loader_with_path_resolvers_gets_pyyamls_own_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a tag resolved by position needs PyYAML's composer, which tracks the position
+    class Pathed(yaml.SafeLoader):
+        pass
+
+    Pathed.add_path_resolver("tag:yaml.org,2002:str", [(yaml.MappingNode, "port")], yaml.ScalarNode)
+
+    def one_pass(loader: object, tags: object) -> None:
+        raise AssertionError("the one pass does not track positions")
+
+    monkeypatch.setattr(yamlload, "safe_loader", lambda: Pathed)
+    monkeypatch.setattr(yamlload, "_document", one_pass)
+    text = "port: 80\nother: [80]\n"
+    assert list(yamlload.load_all(text)) == list(yaml.load_all(text, Loader=Pathed))

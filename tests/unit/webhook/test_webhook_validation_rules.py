@@ -25,6 +25,13 @@ def spec(**fields: Any) -> Mutation:
     return apply
 
 
+def without_ttl_after_empty(**fields: Any) -> Mutation:
+    def apply(obj: dict[str, Any]) -> None:
+        obj["spec"].pop("ttlSecondsAfterEmpty", None)
+        obj["spec"].update(fields)
+    return apply
+
+
 def provider(**fields: Any) -> Mutation:
     def apply(obj: dict[str, Any]) -> None:
         obj["spec"]["provider"].update(fields)
@@ -70,6 +77,13 @@ DENIED: list[tuple[str, Mutation, str]] = [
      "spec.ttlSecondsAfterEmpty: invalid value -30.0: cannot be negative"),
     ("3 ttlSecondsAfterEmpty not an integer", spec(ttlSecondsAfterEmpty="30s"),
      'spec.ttlSecondsAfterEmpty: invalid value "30s": must be an integer'),
+    ("consolidation with ttlSecondsAfterEmpty", spec(consolidation={"enabled": True}),
+     "spec.consolidation.enabled: invalid value true: expected exactly one, got both: spec.consolidation.enabled "
+     "and spec.ttlSecondsAfterEmpty (consolidation removes empty nodes itself; unset ttlSecondsAfterEmpty)"),
+    ("consolidation.enabled not a boolean", without_ttl_after_empty(consolidation={"enabled": "true"}),
+     'spec.consolidation.enabled: invalid value "true": must be a boolean'),
+    ("consolidation unknown field", without_ttl_after_empty(consolidation={"enable": True}),
+     "spec.consolidation.enable: invalid value true: unknown field"),
     ("3 ttl fraction", spec(ttlSecondsUntilExpired=1.5),
      "spec.ttlSecondsUntilExpired: invalid value 1.5: must be an integer"),
     ("4 label key not qualified", spec(labels={"team name": "a"}),
@@ -244,6 +258,8 @@ ALLOWED: list[tuple[str, Mutation]] = [
     ("weight 1", spec(weight=1)),
     ("weight 100", spec(weight=100)),
     ("ttls zero", spec(ttlSecondsAfterEmpty=0, ttlSecondsUntilExpired=0)),
+    ("consolidation without ttlSecondsAfterEmpty", without_ttl_after_empty(consolidation={"enabled": True})),
+    ("consolidation disabled beside ttlSecondsAfterEmpty", spec(consolidation={"enabled": False})),
     ("AL2", provider(amiFamily="AL2")),
     ("Bottlerocket", provider(amiFamily="Bottlerocket")),
     ("Ubuntu", provider(amiFamily="Ubuntu")),
