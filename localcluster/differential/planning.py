@@ -5,14 +5,14 @@ the workload's pods not created yet) are written to a manifest file and read by
 :func:`provisioner.plan.read_inputs` (admission's defaults: Provisioner defaults and
 validation, LimitRange defaults for pods not yet created); the instance types are the kwok
 catalog's (:mod:`provisioner.cloudprovider.kwok`'s default files, converted by
-:func:`provisioner.plan.read_catalog`); the solver input comes from the production builder
-(:func:`provisioner.plan.build_input` over :func:`provisioner.state.solverinput.build_solver_input`)
-and the plan from :func:`provisioner.scheduling.solver.solve`.
+:func:`provisioner.plan.read_catalog` with the command's own options and defaults); the
+solver input comes from the production builder (:func:`provisioner.plan.build_input` over
+:func:`provisioner.state.solverinput.build_solver_input`) and the plan from
+:func:`provisioner.scheduling.solver.solve`.
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +23,7 @@ import yaml
 
 from provisioner import plan as dry_run
 from provisioner.api.types import Provisioner
+from provisioner.cli import build_parser
 from provisioner.cloudprovider.kwok import DEFAULT_INSTANCE_TYPES, DEFAULT_OFFERINGS, DEFAULT_PRICES
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.solver import Plan, solve
@@ -48,9 +49,12 @@ def plan_objects(objects: Iterable[Mapping[str, Any]]) -> Planned:
         path = Path(directory) / "workload.yaml"
         path.write_text(yaml.safe_dump_all([dict(o) for o in objects], sort_keys=False))
         inputs = dry_run.read_inputs([str(path)])
-    warnings.extend(inputs.warnings)
-    args = argparse.Namespace(instance_types=str(DEFAULT_INSTANCE_TYPES), offerings=str(DEFAULT_OFFERINGS),
-                              pricing_file=str(DEFAULT_PRICES), region=None, aws_endpoint_url=None)
+        warnings.extend(inputs.warnings)
+        # the options of `groupless plan -f <file> --instance-types ... --offerings ... --pricing-file ...`,
+        # every other one at the command's own default
+        args = build_parser().parse_args([
+            "plan", "-f", str(path), "--instance-types", str(DEFAULT_INSTANCE_TYPES),
+            "--offerings", str(DEFAULT_OFFERINGS), "--pricing-file", str(DEFAULT_PRICES)])
     catalog = dry_run.read_catalog(args, inputs.provisioners, warnings)
     solved = solve(dry_run.build_input(inputs, catalog.instance_types))
     return Planned(plan=solved, provisioners={p.name: p for p in inputs.provisioners},
