@@ -12,7 +12,8 @@ own. For one :class:`~localcluster.differential.workload.Workload`, :meth:`Drive
 3. plans, as ``groupless plan`` does (:func:`~localcluster.differential.planning.plan_objects`),
    over what the cluster holds (Provisioners, Nodes, pods, DaemonSets, LimitRanges, volumes) and
    the workload's pods, which do not exist yet;
-4. creates the pods in the solver's queue order (cpu, then memory, descending, then name), so
+4. creates the pods in the solver's queue order (cpu, then memory, descending, then name; the
+   requests as the solver read them, LimitRange defaults included), so
    kube-scheduler meets them in the order the plan placed them, and waits until each is bound
    or marked Unschedulable: kube-scheduler has placed what existing room takes
    (the reverse check: the plan must launch nothing for those);
@@ -65,7 +66,7 @@ from provisioner.model import labels as wk
 from provisioner.model import objects
 from provisioner.model.requirements import IN, Requirement, Requirements
 from provisioner.model.resources import CPU, MEMORY
-from provisioner.scheduling.pods import pod_from_manifest
+from provisioner.scheduling.pods import Pod
 from provisioner.scheduling.provisioners import provisioner_node_labels
 from provisioner.scheduling.solver import PlannedNode
 from provisioner.settings import ProvisioningSettings
@@ -86,14 +87,20 @@ class Outcome:
     timings: Mapping[str, float] = field(default_factory=dict)
 
 
-def queue_order(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """``pods`` in the solver's queue order: cpu, then memory, descending (effective requests), then name.
+def queue_order(pods: Sequence[Mapping[str, Any]], read: Iterable[Pod]) -> list[Mapping[str, Any]]:
+    """``pods`` (manifests) in the solver's queue order: cpu, then memory, descending, then name.
 
-    Raises ValueError for a pod the solver cannot read.
+    ``read``: the same pods as the solver read them (:attr:`Planned.pods
+    <localcluster.differential.planning.Planned.pods>`: effective requests, with the
+    LimitRange defaults admission gives a container without requests); a manifest's own
+    requests would put such a pod last.
     """
+    requests = {p.key: p.requests for p in read}
+
     def key(pod: Mapping[str, Any]) -> tuple[int, int, str]:
-        read = pod_from_manifest(pod)
-        return -read.requests.get(CPU), -read.requests.get(MEMORY), read.name
+        name = str(pod["metadata"]["name"])
+        asked = requests[f"{pod['metadata'].get('namespace') or 'default'}/{name}"]
+        return -asked.get(CPU), -asked.get(MEMORY), name
     return sorted(pods, key=key)
 
 
@@ -280,9 +287,9 @@ class Driver:
         ]
         return plan_objects([*live, *workload.pods])
 
-    def create_pods(self, workload: Workload) -> None:
+    def create_pods(self, workload: Workload, planned: Planned) -> None:
         """Step 4: the pods, in the solver's queue order; then wait until each is bound or Unschedulable."""
-        ordered = queue_order(workload.pods)
+        ordered = queue_order(workload.pods, planned.pods)
         self.cluster.kubectl("create", "-f", "-", input=_yaml(ordered))
         names = {p["metadata"]["name"] for p in workload.pods}
 
@@ -417,7 +424,7 @@ class Driver:
             planned = self.plan(workload)
             mark("plan")
             expected = expectations(workload, planned)
-            self.create_pods(workload)
+            self.create_pods(workload, planned)
             mark("pods")
             launched = self.launch_plan(workload, planned)
             mark("launch")

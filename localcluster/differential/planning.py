@@ -26,16 +26,22 @@ from provisioner.api.types import Provisioner
 from provisioner.cli import build_parser
 from provisioner.cloudprovider.kwok import DEFAULT_INSTANCE_TYPES, DEFAULT_OFFERINGS, DEFAULT_PRICES
 from provisioner.scheduling.instancetypes import InstanceType
+from provisioner.scheduling.pods import Pod
 from provisioner.scheduling.solver import Plan, solve
 
 
 @dataclass(frozen=True)
 class Planned:
-    """A plan and what it was computed from: the Provisioners (defaulted) and their instance types."""
+    """A plan and what it was computed from: the Provisioners (defaulted), their instance types, the pods.
+
+    ``pods``: the pods the solver was given, as it read them (LimitRange defaults applied, so
+    with the requests admission will give them).
+    """
 
     plan: Plan
     provisioners: Mapping[str, Provisioner]
     instance_types: Mapping[str, Sequence[InstanceType]]
+    pods: tuple[Pod, ...] = ()
     warnings: tuple[str, ...] = ()
 
 
@@ -56,9 +62,9 @@ def plan_objects(objects: Iterable[Mapping[str, Any]]) -> Planned:
             "plan", "-f", str(path), "--instance-types", str(DEFAULT_INSTANCE_TYPES),
             "--offerings", str(DEFAULT_OFFERINGS), "--pricing-file", str(DEFAULT_PRICES)])
     catalog = dry_run.read_catalog(args, inputs.provisioners, warnings)
-    solved = solve(dry_run.build_input(inputs, catalog.instance_types))
-    return Planned(plan=solved, provisioners={p.name: p for p in inputs.provisioners},
-                   instance_types=catalog.instance_types, warnings=tuple(warnings))
+    given = dry_run.build_input(inputs, catalog.instance_types)
+    return Planned(plan=solve(given), provisioners={p.name: p for p in inputs.provisioners},
+                   instance_types=catalog.instance_types, pods=tuple(given.pods), warnings=tuple(warnings))
 
 
 __all__ = ["Planned", "plan_objects"]

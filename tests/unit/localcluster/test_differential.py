@@ -15,6 +15,7 @@ from localcluster.differential.agreement import Expected, NodeFacts, Observed, a
 from localcluster.differential.driver import expectations, queue_order, twins_key
 from localcluster.differential.planning import plan_objects
 from localcluster.differential.workload import CONSTRAINTS, REQUEST_STYLES, generate
+from provisioner.scheduling.pods import pod_from_manifest
 
 ZONE = "topology.kubernetes.io/zone"
 TYPE = "node.kubernetes.io/instance-type"
@@ -78,10 +79,26 @@ def _pod(name: str, cpu: str, memory: str, init_cpu: str | None = None) -> dict[
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"}, "spec": spec}
 
 
-def test_pods_are_created_in_the_solvers_queue_order_by_effective_requests() -> None:
+def test_pods_are_created_in_the_solvers_queue_order_by_the_requests_it_read() -> None:
     pods = [_pod("small", "100m", "1Gi"), _pod("init", "100m", "64Mi", init_cpu="2"), _pod("b", "1", "2Gi"),
             _pod("a", "1", "2Gi"), _pod("more-memory", "1", "4Gi")]
-    assert [p["metadata"]["name"] for p in queue_order(pods)] == ["init", "more-memory", "a", "b", "small"]
+    read = [pod_from_manifest(p) for p in pods]
+    assert [p["metadata"]["name"] for p in queue_order(pods, read)] == ["init", "more-memory", "a", "b", "small"]
+
+
+def test_a_pod_without_requests_is_queued_with_the_limitrange_defaults_the_solver_gave_it() -> None:
+    # seed 3005: a container without requests in a namespace whose LimitRange defaults limits to
+    # 400m (requests default to the limits); created last by its manifest's zero requests, it
+    # met existing room other pods had taken, and the plan had counted it there
+    limit_range = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults", "namespace": "ns"},
+                   "spec": {"limits": [{"type": "Container", "default": {"cpu": "400m", "memory": "384Mi"}}]}}
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare", "namespace": "ns"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    pods = [_pod("small", "100m", "1Gi"), bare, _pod("big", "1", "1Gi")]
+    provisioner = generate(1, 1).provisioners[0]
+    planned = plan_objects([provisioner, limit_range, *pods])
+    assert {p.name: p.requests.get("cpu") for p in planned.pods} == {"small": 100, "bare": 400, "big": 1000}
+    assert [p["metadata"]["name"] for p in queue_order(pods, planned.pods)] == ["big", "bare", "small"]
 
 
 def test_expectations_name_each_pods_planned_node_or_the_plans_reason() -> None:
