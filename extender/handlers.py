@@ -8,7 +8,9 @@ arrive a moment later take the capacity launched for others, and those stay Pend
 another launch. The other way round, a pod nominated to a node that is still starting waits
 for it: every other node is rejected for it while its nomination holds. Otherwise it would take
 room left over elsewhere (on a node launched for other pods of the same burst) while its own
-node starts, and that node would turn Ready with nothing to run. A node whose Provisioner is
+node starts, and that node would turn Ready with nothing to run. The same holds once the node
+is up for a pod that kube-scheduler refuses there only until other pods are bound (topology
+spread, pod affinity: the binding order decides), while the node has room for it. A node whose Provisioner is
 deleted or being deleted is one the ownership controller is about to delete: a bare pod bound
 there in the moment before the node is tainted would be evicted and lost, so it is rejected
 too. So the filter adds exactly those rules, and the scores steer each pod to the node launched
@@ -197,11 +199,19 @@ def awaited_node(
     That is the node the pod is nominated to, while the nomination holds at ``now`` (epoch
     seconds: deadline not passed, pod neither bound nor deleted) and the node is neither marked
     nor rejected for the pod by another rule (``rejectable``), when the node is still starting
-    (:attr:`NodeInfo.starting`: kube-scheduler's own filters keep pods off it for now) or is
-    among the candidates ``names`` (the pod can go there now). A nominated node that has
-    started and is not a candidate (its room taken by pods kube-scheduler bound first, or a
-    constraint the plan did not foresee) does not hold the pod: it may go wherever it fits.
-    When the node is deleted, or the nomination ends, the pod is free again.
+    (:attr:`NodeInfo.starting`: kube-scheduler's own filters keep pods off it for now), is
+    among the candidates ``names`` (the pod can go there now), or is refused by kube-scheduler
+    for a reason other pods' binding lifts: the pod follows other pods (:attr:`PodFacts.follows_pods`:
+    DoNotSchedule topology spread, required pod affinity) and the node still has room for it.
+    The plan counted on the pods of a spread or an affinity being bound in any order (the
+    nodes turn Ready one by one); a pod refused its node for now (its zone would run ahead of
+    one whose pods are still on their way, or the pod it must be with is not bound yet) is
+    retried by kube-scheduler as those pods are bound, and sent elsewhere it would leave its
+    node without the pod it was launched for. A nominated node that has started, is not a
+    candidate and has no room for the pod (kube-scheduler bound other pods there first), or
+    is refused to a pod that follows no pods (a constraint the plan did not foresee), does not
+    hold the pod: it may go wherever it fits. When the node is deleted, or the nomination ends
+    (at the latest ``nomination_ttl`` after the node turned Ready), the pod is free again.
     """
     node = state.nominated_node.get(pod.uid)
     if node is None or node in rejectable:
@@ -209,7 +219,12 @@ def awaited_node(
     reservation = state.reservation(node, now)
     if reservation is None or pod.uid not in reservation.uids:
         return None
-    return node if state.nodes[node].starting or node in names else None
+    if state.nodes[node].starting or node in names:
+        return node
+    free = reservation.free
+    if pod.follows_pods and all(wanted <= free.get(resource) for resource, wanted in pod.requests.items()):
+        return node
+    return None
 
 
 def _summary(failed: Mapping[str, str], unresolvable: Mapping[str, str]) -> str:
@@ -292,7 +307,7 @@ def filter(  # noqa: A001 - the extender verb's name
         survivors, failed, unresolvable, passes = _verdicts(names, rejectable)
     rejected = len(failed) + len(unresolvable)
     if rejected and not survivors and awaited is not None:
-        log.debug("Pod %s waits for node %s, launched for it and still starting", pod.key, awaited)
+        log.debug("Pod %s waits for node %s, launched for it", pod.key, awaited)
     elif rejected and not survivors:
         failed, unresolvable = _no_node_left(pod, failed, unresolvable, trigger)
     elif rejected and log.isEnabledFor(logging.DEBUG):

@@ -44,7 +44,9 @@ class PodFacts:
     ``alternatives``: node requirements, any one of which a node must meet.
     ``daemonset``: owned by a DaemonSet (node sizing already counts DaemonSet overhead, so
     reservations never keep these pods out). ``preferred``: the preferred node affinity terms
-    as ``(weight, requirements)``, heaviest first.
+    as ``(weight, requirements)``, heaviest first. ``follows_pods``: the pod has a
+    DoNotSchedule topology spread constraint or a required pod affinity term, so kube-scheduler
+    may refuse a node for it until other pods are bound (a refusal the binding order lifts).
     """
 
     uid: str
@@ -54,6 +56,7 @@ class PodFacts:
     alternatives: tuple[Requirements, ...]
     daemonset: bool = False
     preferred: tuple[tuple[int, Requirements], ...] = ()
+    follows_pods: bool = False
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -114,6 +117,19 @@ def _preferred(spec: Mapping[str, Any]) -> tuple[tuple[int, Requirements], ...]:
     return tuple(terms)
 
 
+def _follows_pods(spec: Mapping[str, Any]) -> bool:
+    """Whether kube-scheduler's verdict on a node for the pod depends on where other pods are bound.
+
+    A DoNotSchedule topology spread constraint (the skew moves as matching pods are bound) or a
+    required pod affinity term (a domain qualifies once a selected pod runs there). Required
+    anti-affinity is left out: other pods being bound only ever closes domains to it.
+    """
+    spread = any(isinstance(c, Mapping) and c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
+                 for c in _list(spec.get("topologySpreadConstraints")))
+    affinity = _map(_map(spec.get("affinity")).get("podAffinity"))
+    return spread or bool(_list(affinity.get("requiredDuringSchedulingIgnoredDuringExecution")))
+
+
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
     """Read a v1.Pod dict into :class:`PodFacts`; never raises on odd content."""
     spec = objects.spec(pod)
@@ -125,4 +141,5 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
         alternatives=_alternatives(spec),
         daemonset=is_daemonset_pod(pod),
         preferred=_preferred(spec),
+        follows_pods=_follows_pods(spec),
     )

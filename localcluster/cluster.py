@@ -114,6 +114,9 @@ class Settings:
     #: 1,000-pod burst of ``benchmarks/scale_out.py`` (750 nodes) it tripled the failed attempts
     #: (1,201 and 1,232 against 414 and 351) and took 1.39x as long, paired: the default stays.
     percentage_of_nodes_to_score: int | None = None
+    #: Start Groupless's controller (with ``groupless``). False: the webhook and the extender run
+    #: but nothing is launched on its own (the differential test launches the plan itself).
+    controller: bool = True
 
 
 def cache_dir() -> Path:
@@ -366,7 +369,7 @@ class LocalCluster:
             say("Groupless extender is serving")
         self._start_scheduler(with_extender=extender)
         say("kube-scheduler is healthy" + (" (with the Groupless extender)" if extender else ""))
-        if "controller" in subcommands and (self.aws_endpoint_url or s.cloud_provider == "kwok"):
+        if s.controller and "controller" in subcommands and (self.aws_endpoint_url or s.cloud_provider == "kwok"):
             self._start_controller()
             say("Groupless controller is running")
         self._wait_default_service_account()

@@ -95,6 +95,32 @@ def cluster() -> Iterator[LocalCluster]:
             shutil.rmtree(local.directory, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def module_cluster(suffix: str, settings: Settings) -> Iterator[LocalCluster]:
+    """A local cluster of its own for one test module (``<e2e cluster name>-<suffix>``), stopped afterwards.
+
+    When a cluster of that name is running (someone else's), another one named after this
+    process is started instead, and its directory removed at the end. A cluster that cannot
+    start fails the test with the reason.
+    """
+    name = os.environ.get("GROUPLESS_E2E_CLUSTER", "e2e") + f"-{suffix}"
+    local = LocalCluster(name, settings)
+    if local.running():  # someone else's: never stop it, start our own
+        local = LocalCluster(f"{name}-{os.getpid()}", settings)
+    started = time.monotonic()
+    try:
+        local.up(progress=lambda m: print(f"[e2e {suffix} cluster {time.monotonic() - started:5.1f}s] {m}",
+                                          file=sys.stderr, flush=True))
+    except (BuildError, ClusterError) as error:
+        pytest.fail(f"the local control plane ({suffix}) could not start: {error}", pytrace=False)
+    try:
+        yield local
+    finally:
+        local.down(quiet=True)
+        if local.name != name:
+            shutil.rmtree(local.directory, ignore_errors=True)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """On a failed e2e test, attach the tail of the Groupless logs (what CI readers need first)."""

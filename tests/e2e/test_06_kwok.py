@@ -8,18 +8,16 @@ still attaches the Groupless logs.
 from __future__ import annotations
 
 import copy
-import os
 import re
-import shutil
 import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from localcluster.build import BuildError
-from localcluster.cluster import ClusterError, LocalCluster, Settings
+from localcluster.cluster import LocalCluster, Settings
 from localcluster.walkthrough import Observer, load_manifest, walkthrough_source
+from tests.e2e.conftest import module_cluster
 
 MANIFESTS = walkthrough_source(prefer_shared=True)
 PROVISIONER = "kwok-burst"
@@ -30,22 +28,8 @@ LAUNCHED = re.compile(r"Launched instance: (kwok-[0-9a-f]{16}), hostname: (kwok-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     """A local cluster whose controller runs ``--cloud-provider kwok``, stopped after this module."""
-    name = os.environ.get("GROUPLESS_E2E_CLUSTER", "e2e") + "-kwok"
-    local = LocalCluster(name, Settings(cloud_provider="kwok"))
-    if local.running():  # someone else's: never stop it, start our own
-        local = LocalCluster(f"{name}-{os.getpid()}", Settings(cloud_provider="kwok"))
-    started = time.monotonic()
-    try:
-        local.up(progress=lambda m: print(f"[e2e kwok cluster {time.monotonic() - started:5.1f}s] {m}",
-                                          file=sys.stderr, flush=True))
-    except (BuildError, ClusterError) as error:
-        pytest.fail(f"the local control plane with the kwok cloud provider could not start: {error}", pytrace=False)
-    try:
+    with module_cluster("kwok", Settings(cloud_provider="kwok")) as local:
         yield local
-    finally:
-        local.down(quiet=True)
-        if local.name != name:
-            shutil.rmtree(local.directory, ignore_errors=True)
 
 
 def _deployment(replicas: int) -> dict[str, object]:

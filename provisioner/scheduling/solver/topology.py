@@ -10,7 +10,10 @@ pin: the least populated one for spread.
 Affinity and anti-affinity (as kube-scheduler's InterPodAffinity and Karpenter apply them):
 
 * affinity: the domain already holds a selected pod; when no pod is selected anywhere yet, a
-  pod that matches its own term may start the domain.
+  pod that matches its own term may start the domain. On an existing node, where the pod is
+  bound now, only the pods on existing nodes count: a selected pod the plan puts on a new node
+  is not there yet, so kube-scheduler would refuse the existing node (the pod would wait, and
+  the room the plan counted on there could go to another pod).
 * anti-affinity: the domain holds no selected pod; and symmetrically, a pod selected by a
   running or placed pod's required anti-affinity term may not join that pod's domain.
 
@@ -351,7 +354,9 @@ class SpreadView:
 class TopologyGroup:
     """Pods matching ``selector`` in ``namespaces`` (or all namespaces), counted per domain of ``key``.
 
-    ``counts`` and ``total`` cover every node (existing and planned). ``owners`` holds the
+    ``counts`` and ``total`` cover every node (existing and planned); ``existing_counts`` and
+    ``existing_total`` the existing nodes alone (what kube-scheduler sees before any planned
+    node registers: the pods bound or nominated there and those the plan puts there). ``owners`` holds the
     domains of pods carrying a required anti-affinity term of this group (a pod the term
     selects may not join those domains: anti-affinity is symmetric). A spread group also counts
     per node (``node_counts``) and keeps its :class:`SpreadView` values up to date.
@@ -363,6 +368,8 @@ class TopologyGroup:
     selector: LabelSelector
     counts: dict[str, int] = field(default_factory=dict)
     total: int = 0
+    existing_counts: dict[str, int] = field(default_factory=dict)
+    existing_total: int = 0
     owners: set[str] = field(default_factory=set)
     node_counts: dict[object, int] | None = None
     views: list[SpreadView] = field(default_factory=list)
@@ -375,6 +382,9 @@ class TopologyGroup:
     def record(self, domain: str, node: TopologyNode) -> None:
         self.counts[domain] = self.counts.get(domain, 0) + 1
         self.total += 1
+        if isinstance(node, ExistingNode):
+            self.existing_counts[domain] = self.existing_counts.get(domain, 0) + 1
+            self.existing_total += 1
         if self.node_counts is not None:
             self.node_counts[node] = self.node_counts.get(node, 0) + 1
             for view in self.views:
@@ -730,9 +740,12 @@ class Topology:
         if constraint.kind is ANTI_AFFINITY:
             return group.counts.get(value, 0) == 0
         if constraint.kind is AFFINITY:
-            if group.total == 0:
+            # on an existing node the pod is bound now: only the pods on existing nodes are there
+            # to be with (those planned for new nodes are bound once their nodes register)
+            total, counts = (group.existing_total, group.existing_counts) if exists else (group.total, group.counts)
+            if total == 0:
                 return constraint.self_match
-            return group.counts.get(value, 0) > 0
+            return counts.get(value, 0) > 0
         view = constraint.view
         assert view is not None
         if exists:

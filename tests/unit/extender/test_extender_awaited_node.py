@@ -193,3 +193,52 @@ def test_the_nominated_pods_of_a_started_node_pass_it_and_others_still_cannot() 
     # N2: 3.82 - 0.1 - 2 bound = 1.72 cpu free, 1 held: LATE's 1 cpu would leave 0.72 < 1
     assert late["FailedNodes"] == {N2: "node is reserved for nominated pods"}
 
+
+
+# ----------------------------------------------------- refusals the binding order lifts
+SPREAD = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"app": "inflate"}}}
+
+
+def following(constraint: dict[str, Any]) -> dict[str, Any]:
+    """The cluster with FIRST carrying ``constraint`` (merged into its spec); N2 is up."""
+    data = cluster()
+    pod_of(data, FIRST)["spec"].update(constraint)
+    return data
+
+
+@pytest.mark.parametrize(
+    "constraint",
+    [
+        {"topologySpreadConstraints": [{**SPREAD, "whenUnsatisfiable": "DoNotSchedule"}]},
+        {"topologySpreadConstraints": [{k: v for k, v in SPREAD.items()}]},  # DoNotSchedule by default
+        {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"app": "db"}}}]}}},
+    ],
+    ids=["spread", "spread-default-policy", "pod-affinity"],
+)
+def test_a_started_node_kube_scheduler_refuses_for_now_holds_a_pod_that_follows_other_pods(
+        constraint: dict[str, Any]) -> None:
+    # N2 is up with room for FIRST, but kube-scheduler left it out: FIRST's zone would run ahead
+    # of one whose pods are still on their way (spread), or no db pod is bound yet (affinity).
+    # The plan counted on those pods; FIRST waits for them rather than leave N2 without it.
+    data = following(constraint)
+    answer = handlers.filter(names_request(FIRST, CANDIDATES, data), state(data), now())
+    assert answer == {"Nodes": None, "NodeNames": [], "FailedNodes": {}, "FailedAndUnresolvableNodes": WAITING,
+                      "Error": ""}
+    # until the nomination ends
+    late = handlers.filter(names_request(FIRST, CANDIDATES, data), state(data), now() + 300)
+    assert late == FREE
+
+
+def test_a_pod_with_only_preferences_about_other_pods_is_not_held() -> None:
+    data = following({"topologySpreadConstraints": [{**SPREAD, "whenUnsatisfiable": "ScheduleAnyway"}]})
+    assert handlers.filter(names_request(FIRST, CANDIDATES, data), state(data), now()) == FREE
+
+
+def test_a_pod_that_follows_other_pods_is_not_held_by_a_node_without_room_for_it() -> None:
+    # LATE, not nominated there, was bound to N2 first and took 3 cpu: FIRST no longer fits
+    data = following({"topologySpreadConstraints": [{**SPREAD, "whenUnsatisfiable": "DoNotSchedule"}]})
+    late = pod_of(data, LATE)
+    late["spec"]["nodeName"] = N2
+    late["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "3"}}
+    assert handlers.filter(names_request(FIRST, CANDIDATES, data), state(data), now()) == FREE
