@@ -6,8 +6,8 @@ ScheduleAnyway spread), so a pod an existing node can take binds there and a new
 for a preference would stay empty. Among the existing nodes that take it, the plan puts it where
 kube-scheduler's TaintToleration (weight 3), NodeAffinity (2) and InterPodAffinity (2) scores,
 normalised as the plugins normalise them, with the resource scores and the extender's (weight 5),
-sum highest (``tests/unit/scheduling/test_existing_resource_scores.py``: the resource scores). Every case goes through Node and Pod
-manifests, the shared node views and the one solver-input builder.
+sum highest (``tests/unit/scheduling/test_existing_resource_scores.py``: the resource scores).
+Every case goes through Node and Pod manifests, the shared node views and the one solver-input builder.
 
 Units: cpu quantities as in manifests; m5.xlarge allocatable 3820m.
 """
