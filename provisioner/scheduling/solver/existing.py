@@ -12,7 +12,7 @@ startup taints are ignored: they go away once it is initialised (Karpenter's
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -76,7 +76,9 @@ class ExistingNode:
     includes the pods placed so far; ``pods`` are those placed by this plan. ``cpu_at`` and
     ``memory_at``: the positions of cpu and memory in the vectors. ``defaulted``: what
     :func:`scored_defaults` adds to ``requested`` for the node's pods and those placed so far
-    (milli-CPU, bytes), for kube-scheduler's LeastAllocated score.
+    (milli-CPU, bytes), for kube-scheduler's LeastAllocated score. ``resource_scores``: the
+    node's resource scores by the pod's ``(cpu, memory)`` requests
+    (:meth:`~provisioner.scheduling.solver.scores.NodeScorer.best`), emptied when a pod is added.
     """
 
     index: int
@@ -91,6 +93,7 @@ class ExistingNode:
     cpu_at: int
     memory_at: int
     defaulted: tuple[int, int]
+    resource_scores: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -131,6 +134,7 @@ class ExistingNode:
     def add(self, queued: QueuedPod) -> None:
         """Put ``queued`` on the node (record it in the topology separately)."""
         self.requested = plus(self.requested, queued.requests)
+        self.resource_scores.clear()
         cpu, memory = scored_defaults(queued.requests[self.cpu_at], queued.requests[self.memory_at])
         if cpu or memory:
             self.defaulted = (self.defaulted[0] + cpu, self.defaulted[1] + memory)

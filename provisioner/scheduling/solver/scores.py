@@ -162,7 +162,13 @@ class NodeScorer:
         return total
 
     def _resources(self, node: ExistingNode, requests: tuple[int, int]) -> tuple[int, int]:
-        """(LeastAllocated + BalancedAllocation, weighted; the extender's packing score 1..7) on ``node``."""
+        """(LeastAllocated + BalancedAllocation, weighted; the extender's packing score 1..7) on ``node``.
+
+        Kept on the node until a pod is added to it.
+        """
+        found = node.resource_scores.get(requests)
+        if found is not None:
+            return found
         cpu_at, memory_at = node.cpu_at, node.memory_at
         allocatable_cpu, allocatable_memory = node.allocatable[cpu_at], node.allocatable[memory_at]
         cpu = node.requested[cpu_at] + requests[0]
@@ -174,8 +180,10 @@ class NodeScorer:
         if requests[0] or requests[1]:
             total += BALANCED_ALLOCATION_WEIGHT * balanced_allocation(cpu, memory, allocatable_cpu, allocatable_memory)
         present = inverse((allocatable_cpu > 0) + (allocatable_memory > 0))
-        return total, packing_priority(packing(cpu, memory, inverse(allocatable_cpu), inverse(allocatable_memory),
-                                               present))
+        found = total, packing_priority(packing(cpu, memory, inverse(allocatable_cpu), inverse(allocatable_memory),
+                                                present))
+        node.resource_scores[requests] = found
+        return found
 
     def best(self, nodes: Sequence[ExistingNode], requests: tuple[int, int], memo: Memo) -> ExistingNode:
         """The node of ``nodes`` (non-empty, in the order tried) with the highest weighted sum; the first of equals.
