@@ -34,6 +34,7 @@ from extender import handlers
 from extender.state import ExtenderState
 from provisioner import metrics
 from provisioner.clock import Clock, RealClock
+from provisioner.scheduling.extenderscore import MIN_PRIORITY
 from provisioner.webapp import RequestBodyError, metrics_response, plain, plain_http_errors, read_body
 
 log = logging.getLogger("groupless.extender")
@@ -67,7 +68,7 @@ def _open_answer(verb: str, args: Any) -> Any:
     """What we answer when a handler fails unexpectedly: as if we knew nothing."""
     decoded = handlers.decode_args(args)
     if verb == "prioritize":
-        return [{"Host": name, "Score": handlers.MIN_PRIORITY} for name in decoded.names]
+        return [{"Host": name, "Score": MIN_PRIORITY} for name in decoded.names]
     return {
         "Nodes": {"metadata": {}, "items": decoded.items} if decoded.items is not None else None,
         "NodeNames": decoded.names if decoded.node_names_mode else None,

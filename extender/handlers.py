@@ -57,12 +57,10 @@ from extender.state import (
     ProvisionerInfo,
 )
 from provisioner.model.resources import CPU, MEMORY
+from provisioner.scheduling.extenderscore import MAX_PRIORITY, MIN_PRIORITY, packing, packing_priority
 from provisioner.scheduling.pods import node_affinity_score, tolerates_all
 
 log = logging.getLogger("groupless.extender")
-
-MIN_PRIORITY = 0
-MAX_PRIORITY = 10
 
 REASON_DELETING = MARK_REASONS[MARK_DELETING]
 REASON_DISRUPTED = MARK_REASONS[MARK_DISRUPTED]
@@ -415,7 +413,8 @@ def prioritize(
       seconds (or already has), and nodes not in our cache;
     - otherwise ``1 + 2 × packing + cheap`` (1..8): ``packing`` 0..3 is the quarter of
       cpu/memory allocatable in use after placing the pod (reserved capacity counted), so
-      fuller nodes win and others empty out; ``cheap`` is 1 when the pod's share of the node's
+      fuller nodes win and others empty out (:func:`~provisioner.scheduling.extenderscore.packing_priority`,
+      shared with the solver); ``cheap`` is 1 when the pod's share of the node's
       price (USD/h × the larger of its cpu and memory fraction) is within 10% of the cheapest
       such share among the candidates with a known price.
 
@@ -455,12 +454,7 @@ def prioritize(
             if reservation is not None:
                 used_cpu += reservation.held.get(CPU)
                 used_memory += reservation.held.get(MEMORY)
-        # packing: the mean over cpu and memory of the allocatable fraction in use, each capped at 1
-        cpu_used = used_cpu * per_cpu
-        memory_used = used_memory * per_memory
-        packing = ((cpu_used if cpu_used < 1.0 else 1.0) + (memory_used if memory_used < 1.0 else 1.0)) * per_resource
-        tier = int(packing * 4)
-        scores.append(1 + 2 * (tier if tier < 3 else 3))
+        scores.append(packing_priority(packing(used_cpu, used_memory, per_cpu, per_memory, per_resource)))
         if price is None:
             shares.append(None)
             continue

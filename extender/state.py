@@ -28,6 +28,7 @@ from provisioner.model.requirements import Requirements
 from provisioner.model.resources import CPU, MEMORY, PODS, Resources
 from provisioner.model.resources import EMPTY as EMPTY_RESOURCES
 from provisioner.model.taints import Taint
+from provisioner.scheduling.extenderscore import inverse
 from provisioner.scheduling.provisioners import provisioner_requirements, provisioner_taints
 from provisioner.state.nodes import NodeViews, PriceLookup, StateNode, state_node
 
@@ -153,17 +154,13 @@ class NodeInfo:
 ScoreRow = tuple[float, float, float, int, int, float, float | None, float | None]
 
 
-def _inverse(amount: int) -> float:
-    return 1.0 / amount if amount > 0 else 0.0
-
-
 def score_row(info: NodeInfo) -> ScoreRow:
     """The numbers prioritize needs of one node (see :data:`ScoreRow`)."""
     cpu, memory = info.allocatable.get(CPU), info.allocatable.get(MEMORY)
     present = (cpu > 0) + (memory > 0)
     return (
-        _inverse(cpu), _inverse(memory), _inverse(present), info.requested.get(CPU), info.requested.get(MEMORY),
-        _inverse(info.allocatable.get(PODS)), info.price, info.expires_at if info.provisioner is not None else None,
+        inverse(cpu), inverse(memory), inverse(present), info.requested.get(CPU), info.requested.get(MEMORY),
+        inverse(info.allocatable.get(PODS)), info.price, info.expires_at if info.provisioner is not None else None,
     )
 
 

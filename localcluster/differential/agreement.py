@@ -18,8 +18,9 @@ The rule: a pod *agrees* when
   to another such node (``existing-elsewhere``): the plan launches nothing for such a pod
   whichever existing node takes it (the provisioning controller acts on the plan's new nodes
   only; placements on Ready nodes are not nominated), and which existing node wins is decided
-  by kube-scheduler's scores, which the plan models only in part (TaintToleration, NodeAffinity
-  and InterPodAffinity; not the resource scores, nor the extender's packing and price scores).
+  by kube-scheduler's scores, which the plan models only in part (TaintToleration, NodeAffinity,
+  InterPodAffinity, the resource scores and the extender's packing score; not its price score,
+  and ties, which kube-scheduler breaks at random).
   A consequence for other pods (room they needed) shows in their verdicts;
 * or the plan found no place for it and kube-scheduler left it Pending (``unplaced-pending``).
 

@@ -12,13 +12,14 @@ startup taints are ignored: they go away once it is initialised (Karpenter's
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
 
 from provisioner.api.types import Provisioner, Taint
 from provisioner.model import labels as wk
 from provisioner.model.requirements import Requirements
+from provisioner.model.resources import CPU, MEMORY
 from provisioner.model.taints import EPHEMERAL_TAINT_KEYS
 from provisioner.scheduling.nodes import ClusterNode
 from provisioner.scheduling.pods import HostPort, Pod, tolerates_all
@@ -46,6 +47,22 @@ class ExistingFit(NamedTuple):
     alternative: Requirements
 
 
+#: kube-scheduler's requests for a pod without a cpu or memory request, in its resource scores only
+#: (``pkg/scheduler/util``: ``DefaultMilliCPURequest`` 100m, ``DefaultMemoryRequest`` 200 MiB).
+SCORED_DEFAULT_CPU = 100
+SCORED_DEFAULT_MEMORY = 200 * 1024 * 1024
+
+
+def scored_defaults(cpu: int, memory: int) -> tuple[int, int]:
+    """What kube-scheduler's NodeResourcesFit score adds to a pod's ``(cpu, memory)`` requests (milli-CPU, bytes).
+
+    The default for each of the two the pod does not request (``GetNonzeroRequests``). It applies
+    per container; the solver knows a pod's summed requests only, so a pod counts as missing a
+    request when its sum is 0.
+    """
+    return (SCORED_DEFAULT_CPU if cpu == 0 else 0, SCORED_DEFAULT_MEMORY if memory == 0 else 0)
+
+
 def _undecided_values(key: str) -> frozenset[str]:
     """An existing node's labels are all it has: a key it lacks can take no value."""
     return frozenset()
@@ -56,7 +73,12 @@ class ExistingNode:
     """An existing or in-flight node and the pending pods the plan puts on it.
 
     ``taints`` are those that count (ephemeral ones dropped while in flight); ``requested``
-    includes the pods placed so far; ``pods`` are those placed by this plan.
+    includes the pods placed so far; ``pods`` are those placed by this plan. ``cpu_at`` and
+    ``memory_at``: the positions of cpu and memory in the vectors. ``defaulted``: what
+    :func:`scored_defaults` adds to ``requested`` for the node's pods and those placed so far
+    (milli-CPU, bytes), for kube-scheduler's LeastAllocated score. ``resource_scores``: the
+    node's resource scores by the pod's ``(cpu, memory)`` requests
+    (:meth:`~provisioner.scheduling.solver.scores.NodeScorer.best`), emptied when a pod is added.
     """
 
     index: int
@@ -68,6 +90,10 @@ class ExistingNode:
     requested: Vector
     host_ports: list[HostPort]
     pods: list[Pod]
+    cpu_at: int
+    memory_at: int
+    defaulted: tuple[int, int]
+    resource_scores: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -108,6 +134,10 @@ class ExistingNode:
     def add(self, queued: QueuedPod) -> None:
         """Put ``queued`` on the node (record it in the topology separately)."""
         self.requested = plus(self.requested, queued.requests)
+        self.resource_scores.clear()
+        cpu, memory = scored_defaults(queued.requests[self.cpu_at], queued.requests[self.memory_at])
+        if cpu or memory:
+            self.defaulted = (self.defaulted[0] + cpu, self.defaulted[1] + memory)
         self.host_ports.extend(queued.pod.host_ports)
         self.pods.append(queued.pod)
 
@@ -130,10 +160,21 @@ def _counted_taints(node: ClusterNode, startup_taints: Mapping[str, tuple[Taint,
                  and not any(t.key == s.key and t.effect == s.effect for s in startup))
 
 
+def _defaulted(pods: Sequence[Pod]) -> tuple[int, int]:
+    """The sum of :func:`scored_defaults` over ``pods`` (milli-CPU, bytes)."""
+    cpu = memory = 0
+    for pod in pods:
+        extra_cpu, extra_memory = scored_defaults(pod.requests.get(CPU), pod.requests.get(MEMORY))
+        cpu += extra_cpu
+        memory += extra_memory
+    return cpu, memory
+
+
 def existing_nodes(nodes: Sequence[ClusterNode], provisioners: Sequence[Provisioner],
                    dimensions: Dimensions) -> list[ExistingNode]:
     """The nodes that may take pods, in the order they are tried (initialised, then in flight, by name)."""
     startup_taints = {p.name: p.spec.startup_taints for p in provisioners}
+    cpu_at, memory_at = dimensions.names.index(CPU), dimensions.names.index(MEMORY)
     out: list[ExistingNode] = []
     for node in sorted(nodes, key=lambda n: (n.in_flight, n.name)):
         if node.marked_for_deletion:
@@ -144,5 +185,6 @@ def existing_nodes(nodes: Sequence[ClusterNode], provisioners: Sequence[Provisio
             index=len(out), cluster_node=node, hostname=labels[wk.HOSTNAME], labels=labels,
             taints=_counted_taints(node, startup_taints), allocatable=dimensions.vector(node.allocatable),
             requested=dimensions.vector(node.requested), host_ports=list(node.host_ports), pods=[],
+            cpu_at=cpu_at, memory_at=memory_at, defaulted=_defaulted(node.pods),
         ))
     return out

@@ -18,12 +18,28 @@ picks the one these plugins score highest, with their default weights
   subtract); normalised from the lowest (0) to the highest (100). The counts are the plan's:
   the pods on existing nodes and those placed so far.
 
-Left out, as the solver cannot know them cheaply or at all: the resource scores
-(NodeResourcesFit, NodeResourcesBalancedAllocation), ImageLocality, PodTopologySpread's scores
-(ScheduleAnyway constraints and the system's default spreading, which depends on the pod's
-Services and owners), the running pods' own terms that select the incoming pod
-(InterPodAffinity's symmetric part), and the extender's packing score. Ties go to the node tried
-first (by name), where kube-scheduler would pick among them by those other scores.
+* **NodeResourcesFit** (weight 1), its default ``LeastAllocated`` strategy: per resource (cpu,
+  memory; weight 1 each) ``(allocatable - requested) × 100 // allocatable`` (0 when requested
+  exceeds allocatable or the node reports none), the two averaged (integer division).
+  ``requested`` is the node's requests plus the pod's with kube-scheduler's defaults for a
+  missing cpu or memory request (100m, 200 MiB: :func:`~provisioner.scheduling.solver.existing.scored_defaults`).
+  Not normalised.
+* **NodeResourcesBalancedAllocation** (weight 1): the fractions of cpu and memory allocatable
+  requested with the pod (real requests, no defaults; each capped at 1), scored
+  ``int((1 - |cpu - memory| / 2) × 100)``; skipped (0 everywhere) for a pod requesting neither.
+  Not normalised.
+* **The Groupless extender's score** (0..10, times its weight 5 and 100 / 10): 0 on a node
+  outside the tier NodeAffinity ranks highest, else its packing score
+  (:func:`provisioner.scheduling.extenderscore.packing_priority`, the module the extender reads).
+
+Left out, as the solver cannot know them cheaply or at all: ImageLocality, PodTopologySpread's
+scores (ScheduleAnyway constraints and the system's default spreading, which depends on the
+pod's Services and owners), the running pods' own terms that select the incoming pod
+(InterPodAffinity's symmetric part), and the extender's ``cheap`` point (it needs node prices),
+its 0 for a node ``ttlSecondsUntilExpired`` retires soon and its 10 for the node a pod is
+nominated to. kube-scheduler scores every feasible node, new ones included; the solver scores
+the existing nodes that take the pod, when two or more do. Ties, which kube-scheduler breaks
+at random, go to the node tried first (by name), so that a plan is deterministic.
 """
 
 from __future__ import annotations
@@ -31,8 +47,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from provisioner.scheduling.extenderscore import EXTENDER_SCALE, MIN_PRIORITY, inverse, packing, packing_priority
 from provisioner.scheduling.pods import PREFER_NO_SCHEDULE, Pod, node_affinity_score
-from provisioner.scheduling.solver.existing import ExistingNode
+from provisioner.scheduling.solver.existing import ExistingNode, scored_defaults
 from provisioner.scheduling.solver.memo import Memo
 from provisioner.scheduling.solver.topology import TopologyGroup
 
@@ -42,6 +59,41 @@ MAX_NODE_SCORE = 100
 TAINT_TOLERATION_WEIGHT = 3
 NODE_AFFINITY_WEIGHT = 2
 INTER_POD_AFFINITY_WEIGHT = 2
+NODE_RESOURCES_FIT_WEIGHT = 1
+BALANCED_ALLOCATION_WEIGHT = 1
+
+
+def least_requested(requested: int, allocatable: int) -> int:
+    """LeastAllocated's score for one resource (``leastRequestedScore``): the unused share of ``allocatable``, 0..100.
+
+    0 when the node reports none of it or ``requested`` exceeds it; integer division.
+    """
+    if allocatable == 0 or requested > allocatable:
+        return 0
+    return (allocatable - requested) * MAX_NODE_SCORE // allocatable
+
+
+def least_allocated(cpu: int, memory: int, allocatable_cpu: int, allocatable_memory: int) -> int:
+    """NodeResourcesFit's LeastAllocated score, 0..100: the mean of :func:`least_requested` over cpu and memory.
+
+    ``cpu`` milli-CPU and ``memory`` bytes requested on the node with the pod placed, every
+    request missing counted at kube-scheduler's default (``least_allocated.go``, weights 1 and 1).
+    """
+    return (least_requested(cpu, allocatable_cpu) + least_requested(memory, allocatable_memory)) // 2
+
+
+def balanced_allocation(cpu: int, memory: int, allocatable_cpu: int, allocatable_memory: int) -> int:
+    """NodeResourcesBalancedAllocation's score, 0..100: ``int((1 - std) × 100)`` over the cpu and memory fractions.
+
+    ``cpu`` milli-CPU and ``memory`` bytes really requested on the node with the pod placed;
+    each fraction of allocatable is capped at 1 and a resource the node reports none of is left
+    out; with both, ``std = |cpu fraction - memory fraction| / 2``, else 0
+    (``balancedResourceScorer`` in ``balanced_allocation.go``).
+    """
+    fractions = [min(requested / allocatable, 1.0)
+                 for requested, allocatable in ((cpu, allocatable_cpu), (memory, allocatable_memory)) if allocatable]
+    std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
+    return int((1 - std) * MAX_NODE_SCORE)
 
 
 def intolerable_prefer_no_schedule(pod: Pod, node: ExistingNode) -> int:
@@ -101,17 +153,6 @@ class NodeScorer:
             memo.existing_scores[cache_key] = found
         return found
 
-    def perfect(self, node: ExistingNode, memo: Memo) -> bool:
-        """Whether no node can score higher than ``node``.
-
-        Every preferred node affinity term met, no PreferNoSchedule taint to bear, and no pod
-        affinity term to weigh (whose best node is only known after seeing them all).
-        """
-        if self.affinity:
-            return False
-        node_affinity, taints = self._fixed(node, memo)
-        return node_affinity == self.total_weight and taints == 0
-
     def _inter_pod_affinity(self, node: ExistingNode) -> int:
         total = 0
         for weight, group in self.affinity:
@@ -120,29 +161,57 @@ class NodeScorer:
                 total += weight * group.counts.get(domain, 0)
         return total
 
-    def best(self, nodes: Sequence[ExistingNode], memo: Memo) -> ExistingNode:
-        """The node of ``nodes`` (non-empty, in the order tried) with the highest weighted sum; the first of equals."""
+    def _resources(self, node: ExistingNode, requests: tuple[int, int]) -> tuple[int, int]:
+        """(LeastAllocated + BalancedAllocation, weighted; the extender's packing score 1..7) on ``node``.
+
+        Kept on the node until a pod is added to it.
+        """
+        found = node.resource_scores.get(requests)
+        if found is not None:
+            return found
+        cpu_at, memory_at = node.cpu_at, node.memory_at
+        allocatable_cpu, allocatable_memory = node.allocatable[cpu_at], node.allocatable[memory_at]
+        cpu = node.requested[cpu_at] + requests[0]
+        memory = node.requested[memory_at] + requests[1]
+        default_cpu, default_memory = scored_defaults(*requests)
+        total = NODE_RESOURCES_FIT_WEIGHT * least_allocated(
+            cpu + node.defaulted[0] + default_cpu, memory + node.defaulted[1] + default_memory,
+            allocatable_cpu, allocatable_memory)
+        if requests[0] or requests[1]:
+            total += BALANCED_ALLOCATION_WEIGHT * balanced_allocation(cpu, memory, allocatable_cpu, allocatable_memory)
+        present = inverse((allocatable_cpu > 0) + (allocatable_memory > 0))
+        found = total, packing_priority(packing(cpu, memory, inverse(allocatable_cpu), inverse(allocatable_memory),
+                                                present))
+        node.resource_scores[requests] = found
+        return found
+
+    def best(self, nodes: Sequence[ExistingNode], requests: tuple[int, int], memo: Memo) -> ExistingNode:
+        """The node of ``nodes`` (non-empty, in the order tried) with the highest weighted sum; the first of equals.
+
+        ``requests``: the pod's real cpu (milli-CPU) and memory (bytes) requests.
+        """
         fixed = [self._fixed(node, memo) for node in nodes]
+        top_affinity = max(f[0] for f in fixed)
         node_affinity = default_normalize([f[0] for f in fixed], reverse=False)
         taints = default_normalize([f[1] for f in fixed], reverse=True)
         affinity = min_max_normalize([self._inter_pod_affinity(node) for node in nodes]) if self.affinity else None
         best_index, best_total = 0, -1
-        for i in range(len(nodes)):
+        for i, node in enumerate(nodes):
             total = TAINT_TOLERATION_WEIGHT * taints[i] + NODE_AFFINITY_WEIGHT * node_affinity[i]
             if affinity is not None:
                 total += INTER_POD_AFFINITY_WEIGHT * affinity[i]
+            plugins, extender = self._resources(node, requests)
+            if self.pod.preferred_node_affinity and fixed[i][0] < top_affinity:
+                extender = MIN_PRIORITY  # the extender scores a node outside NodeAffinity's top tier lowest
+            total += plugins + EXTENDER_SCALE * extender
             if total > best_total:
                 best_index, best_total = i, total
         return nodes[best_index]
 
 
-def scorer(pod: Pod, key: object, affinity: tuple[tuple[int, TopologyGroup], ...],
-           prefer_no_schedule: bool) -> NodeScorer | None:
-    """The :class:`NodeScorer` for ``pod``; None when every node that takes it scores the same.
+def scorer(pod: Pod, key: object, affinity: tuple[tuple[int, TopologyGroup], ...]) -> NodeScorer:
+    """The :class:`NodeScorer` for ``pod``.
 
-    ``key``: what identifies the pod's preferences in the memo (its shape). ``prefer_no_schedule``:
-    some existing node has a PreferNoSchedule taint.
+    ``key``: what identifies the pod's preferences in the memo (its shape).
     """
-    if not (pod.preferred_node_affinity or affinity or prefer_no_schedule):
-        return None
     return NodeScorer(pod, key, affinity, sum(weight for weight, _ in pod.preferred_node_affinity))

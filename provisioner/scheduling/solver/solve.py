@@ -15,7 +15,7 @@ from provisioner.model.requirements import IN, Requirement, Requirements
 from provisioner.model.resources import CPU, MEMORY, PODS, Resources
 from provisioner.scheduling.instancetypes import InstanceType, Offering
 from provisioner.scheduling.nodes import ClusterNode
-from provisioner.scheduling.pods import PREFER_NO_SCHEDULE, Pod, tolerates_all
+from provisioner.scheduling.pods import Pod, tolerates_all
 from provisioner.scheduling.solver.existing import ExistingFit, ExistingNode, existing_nodes
 from provisioner.scheduling.solver.memo import Memo
 from provisioner.scheduling.solver.planned import PERMANENT, Candidate, OpenNode, open_node
@@ -172,7 +172,6 @@ class _Solver:
             self.memo, self.dimensions, given.provisioners, given.instance_types, given.daemonsets,
             given.provisioner_usage, given.zones, given.node_labels)
         self.existing = existing_nodes(given.nodes, given.provisioners, self.dimensions)
-        self.prefer_no_schedule = any(t.effect == PREFER_NO_SCHEDULE for n in self.existing for t in n.taints)
         self.new_nodes: list[OpenNode] = []
         self.topology = Topology(self.templates, self.existing, self.new_nodes,
                                  [p for p in given.pods if _pending(p)], self.memo, learnt)
@@ -263,36 +262,31 @@ class _Solver:
         Nodes are judged by the pod's required constraints alone (``PodShape.required``, the
         DoNotSchedule spread and required pod (anti-)affinity among ``constraints``,
         NoSchedule and NoExecute taints): an initialised node before an in-flight one
-        (kube-scheduler binds to the Ready nodes it has), then the highest score of the plugins
-        that score the pod's preferences (:mod:`~provisioner.scheduling.solver.scores`), then
-        the order tried. The scan stops at the first node that takes the pod when nothing
-        distinguishes the nodes, or at the first no node can outscore.
+        (kube-scheduler binds to the Ready nodes it has), then, among two or more that take
+        it, the highest total of kube-scheduler's scores (:mod:`~provisioner.scheduling.solver.scores`),
+        then the order tried.
         """
         shape, memo = queued.shape, self.memo
-        scores: NodeScorer | None = None
         taking: list[ExistingNode] = []
         for node in self.existing:
             if taking and node.cluster_node.in_flight and not taking[0].cluster_node.in_flight:
                 break
             fit = node.can_add(queued, constraints, shape.required, self.topology, memo)
-            if not isinstance(fit, ExistingFit):
-                continue
-            if not taking:
-                scores = self._scorer(queued)
-            if scores is None or scores.perfect(node, memo):
-                return node
-            taking.append(node)
-        if scores is None:
-            return None
-        return scores.best(taking, memo)
+            if isinstance(fit, ExistingFit):
+                taking.append(node)
+        if len(taking) < 2:
+            return taking[0] if taking else None
+        first = taking[0]
+        requests = (queued.requests[first.cpu_at], queued.requests[first.memory_at])
+        return self._scorer(queued).best(taking, requests, memo)
 
-    def _scorer(self, queued: QueuedPod) -> NodeScorer | None:
+    def _scorer(self, queued: QueuedPod) -> NodeScorer:
         """How existing nodes score for ``queued`` (:func:`~provisioner.scheduling.solver.scores.scorer`)."""
         pod = queued.pod
         affinity = tuple((t.weight or 0, self.topology.term_group(AFFINITY, t)) for t in pod.preferred_pod_affinity)
         affinity += tuple((-(t.weight or 0), self.topology.term_group(ANTI_AFFINITY, t))
                           for t in pod.preferred_pod_anti_affinity)
-        return scorer(pod, queued.shape, affinity, self.prefer_no_schedule)
+        return scorer(pod, queued.shape, affinity)
 
     def _place_on_planned(self, queued: QueuedPod, constraints: list[TopologyConstraint],
                           alternatives: list[Alternative]) -> bool:

@@ -5,8 +5,9 @@ kube-scheduler filters nodes on a pod's required constraints and only scores its
 ScheduleAnyway spread), so a pod an existing node can take binds there and a new node launched
 for a preference would stay empty. Among the existing nodes that take it, the plan puts it where
 kube-scheduler's TaintToleration (weight 3), NodeAffinity (2) and InterPodAffinity (2) scores,
-normalised as the plugins normalise them, sum highest. Every case goes through Node and Pod
-manifests, the shared node views and the one solver-input builder.
+normalised as the plugins normalise them, with the resource scores and the extender's (weight 5),
+sum highest (``tests/unit/scheduling/test_existing_resource_scores.py``: the resource scores).
+Every case goes through Node and Pod manifests, the shared node views and the one solver-input builder.
 
 Units: cpu quantities as in manifests; m5.xlarge allocatable 3820m.
 """
@@ -129,10 +130,14 @@ def test_preferred_pod_anti_affinity_ranks_nodes_by_the_selected_pods_on_them():
 def test_scores_are_summed_with_kube_schedulers_weights():
     # n-a meets the preferred node affinity term (NodeAffinity 100 x 2 = 200) but bears a
     # PreferNoSchedule taint (TaintToleration 0); n-b meets no term (0) and has no taint
-    # (100 x 3 = 300): kube-scheduler binds to n-b, which a node affinity score alone would not
+    # (100 x 3 = 300). The extender scores n-b, outside NodeAffinity's top tier, 0 and n-a by
+    # its packing: with 100m of 2 cores taken, 1 (x 50). The resource scores are the same on
+    # both: 300 beats 250 and kube-scheduler binds to n-b, which a node affinity score alone would not
     term = {"weight": 100, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}}
     nodes = [node("n-a", labels={"disk": "ssd"}, taints=[SOFT_TAINT]), node("n-b")]
-    assert on_existing(plan([preferring("w", node_terms=[term])], nodes)) == {"n-b": ["w"]}
+    assert on_existing(plan([preferring("w", node_terms=[term], cpu="100m")], nodes)) == {"n-b": ["w"]}
+    # a pod taking half of n-a's cpu: the extender's packing score 3 (x 50) gives n-a 350
+    assert on_existing(plan([preferring("w", node_terms=[term])], nodes)) == {"n-a": ["w"]}
     # without the taint, the node affinity term decides
     nodes = [node("n-b"), node("n-c", labels={"disk": "ssd"})]
     assert on_existing(plan([preferring("w", node_terms=[term])], nodes)) == {"n-c": ["w"]}
