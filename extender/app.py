@@ -31,6 +31,7 @@ import orjson
 from flask import Flask, Response
 
 from extender import handlers
+from extender.assumed import AssumedPods
 from extender.state import ExtenderState
 from provisioner import metrics
 from provisioner.clock import Clock, RealClock
@@ -132,12 +133,16 @@ def create_app(
     - ``record_dir``: keep the first ``record_limit`` request bodies of each verb there, as
       ``<verb>-<n>.json`` (the test suite's fixtures are recorded this way from a real
       kube-scheduler); unreadable bodies are not kept.
+
+    The app keeps one :class:`~extender.assumed.AssumedPods` for its filter calls, so room
+    beside a reservation is passed once while kube-scheduler's bindings reach the cache.
     """
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
     time_source = clock or RealClock()
     app = Flask("groupless-extender")
     record = _BodyRecorder(record_dir, record_limit)
+    assumed = AssumedPods()  # pods passed beside reservations, until their bindings reach the cache
 
     def serve_verb(verb: str, answer: Callable[[Mapping[str, Any], ExtenderState, float], Any]) -> Response:
         with metrics.time_call(metrics.EXTENDER_DURATION, verb=verb) as labels:
@@ -171,7 +176,7 @@ def create_app(
 
     @app.post("/filter")
     def filter_endpoint() -> Response:
-        return serve_verb("filter", lambda a, s, n: handlers.filter(a, s, n, trigger))
+        return serve_verb("filter", lambda a, s, n: handlers.filter(a, s, n, trigger, assumed))
 
     @app.post("/prioritize")
     def prioritize_endpoint() -> Response:

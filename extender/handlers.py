@@ -46,6 +46,7 @@ from itertools import compress
 from operator import not_
 from typing import Any
 
+from extender.assumed import AssumedPods
 from extender.pods import PodFacts, pod_facts
 from extender.state import (
     MARK_CORDONED,
@@ -170,18 +171,24 @@ def provisioner_violation(provisioner: ProvisionerInfo, pod: PodFacts) -> str | 
     return REASON_REQUIREMENTS
 
 
-def reservation_blocks(state: ExtenderState, name: str, pod: PodFacts, now: float) -> bool:
+def reservation_blocks(
+    state: ExtenderState, name: str, pod: PodFacts, now: float, assumed: AssumedPods | None = None
+) -> bool:
     """True when node ``name`` would fit ``pod`` but for the capacity held for its nominated pods.
 
     A pod nominated to the node is never blocked there, nor is a DaemonSet pod (nodes are
     sized with DaemonSet overhead, as Karpenter sizes them). Only resources the reservation turns
     from fitting into not fitting count: a pod that does not fit anyway is kube-scheduler's
-    call (its NodeResourcesFit filter), not a reservation.
+    call (its NodeResourcesFit filter), not a reservation. ``assumed``: the other pods passed
+    to the node moments ago (:mod:`extender.assumed`), held too: the cache may not show them
+    bound yet.
     """
     reservation = state.reservation(name, now)
     if reservation is None or pod.daemonset or pod.uid in reservation.uids:
         return False
     free, held = reservation.free, reservation.held
+    if assumed is not None:
+        held = held + assumed.on(name, now, pod.uid)
     for resource, wanted in pod.requests.items():
         available = free.get(resource)
         if wanted <= available and wanted > available - held.get(resource):
@@ -225,6 +232,16 @@ def awaited_node(
     return None
 
 
+def _assume(state: ExtenderState, pod: PodFacts, survivors: list[str], now: float, assumed: AssumedPods) -> None:
+    """Record ``pod`` on the surviving nodes whose reservation does not name it (:mod:`extender.assumed`)."""
+    if not state.nominated:
+        return
+    reserved = [name for name in survivors if name in state.nominated
+                and (r := state.reservation(name, now)) is not None and pod.uid not in r.uids]
+    if reserved:
+        assumed.passed(pod.uid, pod.requests, reserved, now)
+
+
 def _summary(failed: Mapping[str, str], unresolvable: Mapping[str, str]) -> str:
     """``2 node is reserved for nominated pods, 1 node is being disrupted``: reasons counted, as kube-scheduler does."""
     counts: dict[str, int] = {}
@@ -233,7 +250,9 @@ def _summary(failed: Mapping[str, str], unresolvable: Mapping[str, str]) -> str:
     return ", ".join(f"{count} {reason}" for reason, count in sorted(counts.items()))
 
 
-def _rejectable_nodes(state: ExtenderState, pod: PodFacts, now: float) -> dict[str, tuple[str, bool]]:
+def _rejectable_nodes(
+    state: ExtenderState, pod: PodFacts, now: float, assumed: AssumedPods | None = None
+) -> dict[str, tuple[str, bool]]:
     """Every node of the cluster our rules reject for ``pod``: node name -> (reason, unresolvable).
 
     Built from the state's indexes (mark verdicts, nodes by Provisioner, nominated nodes), so
@@ -246,7 +265,7 @@ def _rejectable_nodes(state: ExtenderState, pod: PodFacts, now: float) -> dict[s
         if reason is not None:
             rejectable.update(dict.fromkeys(members, (reason, True)))
     for name in state.nominated:
-        if name not in rejectable and reservation_blocks(state, name, pod, now):
+        if name not in rejectable and reservation_blocks(state, name, pod, now, assumed):
             rejectable[name] = (REASON_RESERVED, False)
     return rejectable
 
@@ -283,12 +302,15 @@ def filter(  # noqa: A001 - the extender verb's name
     state: ExtenderState,
     now: float,
     trigger: Trigger | None = None,
+    assumed: AssumedPods | None = None,
 ) -> dict[str, Any]:
     """Answer a filter call: ExtenderArgs dict -> ExtenderFilterResult dict.
 
     ``now``: epoch seconds (nomination deadlines). ``trigger``: called with the pod UID when
     our rules left no node, so the provisioning controller launches without waiting for its
-    watch; the reasons then say so. A pod waiting for the node launched for it
+    watch; the reasons then say so. ``assumed``: the process's record of pods passed into room
+    beside a reservation (:mod:`extender.assumed`), read and added to here; None: not kept. A
+    pod waiting for the node launched for it
     (:func:`awaited_node`) passes that node only: every other candidate gets
     :data:`REASON_NOT_ITS_NODE` (unresolvable: no eviction elsewhere changes it) unless another
     rule rejects it, and the provisioner is not signalled (the pod's node is on its way).
@@ -297,12 +319,14 @@ def filter(  # noqa: A001 - the extender verb's name
     request = decode_args(args)
     pod = pod_facts(request.pod)
     names = request.names
-    rejectable = _rejectable_nodes(state, pod, now)
+    rejectable = _rejectable_nodes(state, pod, now, assumed)
     awaited = awaited_node(state, pod, names, rejectable, now)
     if awaited is not None:
         survivors, failed, unresolvable, passes = _verdicts_waiting(names, awaited, rejectable)
     else:
         survivors, failed, unresolvable, passes = _verdicts(names, rejectable)
+    if assumed is not None and not pod.daemonset:
+        _assume(state, pod, survivors, now, assumed)
     rejected = len(failed) + len(unresolvable)
     if rejected and not survivors and awaited is not None:
         log.debug("Pod %s waits for node %s, launched for it", pod.key, awaited)

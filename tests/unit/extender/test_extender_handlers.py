@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from extender import handlers
+from extender.assumed import AssumedPods
 from extender.handlers import BadRequest
 from tests.fixtures.extender import body, cluster, now, state
 from tests.fixtures.extender.build_fixtures import N1, N2, N3, N4, N5, N6, N7, N8, NOMINATED, UNKNOWN
@@ -291,3 +292,24 @@ def test_no_node_left_is_logged_with_counted_reasons(caplog: pytest.LogCaptureFi
         "No node left for pod default/inflate-6cd4d7d8f9-zz9yx after Groupless' rules "
         "(1 node is being disrupted, 1 node is reserved for nominated pods); signalled the provisioner"
     ]
+
+
+def test_room_beside_a_reservation_is_passed_once_while_bindings_reach_the_cache() -> None:
+    # N2 holds 3 cpu for its nominated pod with 820m free beside it: two 500m pods that are not
+    # nominated are filtered against the same (stale) state, as kube-scheduler does in a burst
+    # before the first one's binding reaches the cache
+    assumed = AssumedPods(ttl_seconds=2.0)
+    first, second = copy.deepcopy(body("filter-nodenames")), copy.deepcopy(body("filter-nodenames"))
+    for request, uid in ((first, "u-first"), (second, "u-second")):
+        request["Pod"]["metadata"]["uid"] = uid
+        request["Pod"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
+    assert N2 in handlers.filter(first, state(), now(), assumed=assumed)["NodeNames"]
+    refused = handlers.filter(second, state(), now(), assumed=assumed)
+    assert N2 not in refused["NodeNames"]
+    assert refused["FailedNodes"][N2] == handlers.REASON_RESERVED
+    # the first pod filtered again (kube-scheduler's retry) does not count against itself
+    assert N2 in handlers.filter(first, state(), now() + 1, assumed=assumed)["NodeNames"]
+    # once the pass is older than the time a binding takes to show, the room is the cache's to tell
+    assert N2 in handlers.filter(second, state(), now() + 3.5, assumed=assumed)["NodeNames"]
+    # without the record, both pass (the race the record closes)
+    assert N2 in handlers.filter(second, state(), now())["NodeNames"]
