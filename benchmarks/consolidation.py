@@ -55,6 +55,7 @@ from benchmarks.scale_out import (
     NodeFigures,
     Sampler,
     _wait_for_instance_types,
+    benchmark_cluster,
     controller_pid,
     deployments,
     node_figures,
@@ -211,18 +212,11 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> Result:
     env = {"GROUPLESS_CONSOLIDATION_SETTLE_PERIOD": f"{args.settle_period:g}s"}
     cluster = LocalCluster(args.name or f"consolidation-{args.cloud_provider}",
                            Settings(cloud_provider=args.cloud_provider, controller_env=env))
-    if cluster.running():
-        raise RuntimeError(f"a local cluster named {cluster.name!r} is running already; stop it or pass --name")
-    cluster.up(progress=say, detach=args.keep)
-    try:
-        measure(cluster, args, result, say)
-    finally:
-        result.load_average_end = os.getloadavg()
-        if args.keep:
-            say(f"--keep: the cluster stays up; stop it with `groupless dev-cluster down --name {cluster.name}`")
-        else:
-            cluster.down(quiet=True)
-            say("cluster stopped")
+    with benchmark_cluster(cluster, args.keep, say):
+        try:
+            measure(cluster, args, result, say)
+        finally:
+            result.load_average_end = os.getloadavg()
     return result
 
 

@@ -60,7 +60,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -662,6 +662,26 @@ def _wait_for_instance_types(log: LogCursor, seconds: float) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def benchmark_cluster(cluster: LocalCluster, keep: bool, say: Callable[[str], None]) -> Iterator[LocalCluster]:
+    """``cluster`` started for a benchmark, stopped when the block ends unless ``keep``.
+
+    Raises RuntimeError when a cluster of that name runs already (its figures would not be the
+    benchmark's). With ``keep`` the components outlive this process and the way to stop them is said.
+    """
+    if cluster.running():
+        raise RuntimeError(f"a local cluster named {cluster.name!r} is running already; stop it or pass --name")
+    cluster.up(progress=say, detach=keep)
+    try:
+        yield cluster
+    finally:
+        if keep:
+            say(f"--keep: the cluster stays up; stop it with `groupless dev-cluster down --name {cluster.name}`")
+        else:
+            cluster.down(quiet=True)
+            say("cluster stopped")
+
+
 def run(args: argparse.Namespace, say: Callable[[str], None]) -> Result:
     """Start the cluster, run the scale-out, collect the figures, stop the cluster (unless ``--keep``)."""
     result = Result(args.cloud_provider, args.pods, args.hostname_spread, os.getloadavg())
@@ -673,18 +693,11 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> Result:
     result.scheduler_settings = {"feature_gates": dict(settings.scheduler_feature_gates),
                                  "percentage_of_nodes_to_score": settings.percentage_of_nodes_to_score}
     cluster = LocalCluster(args.name or f"scale-out-{args.cloud_provider}", settings)
-    if cluster.running():
-        raise RuntimeError(f"a local cluster named {cluster.name!r} is running already; stop it or pass --name")
-    cluster.up(progress=say, detach=args.keep)  # --keep: the components outlive this process
-    try:
-        measure(cluster, args, result, say)
-    finally:
-        result.load_average_end = os.getloadavg()
-        if args.keep:
-            say(f"--keep: the cluster stays up; stop it with `groupless dev-cluster down --name {cluster.name}`")
-        else:
-            cluster.down(quiet=True)
-            say("cluster stopped")
+    with benchmark_cluster(cluster, args.keep, say):
+        try:
+            measure(cluster, args, result, say)
+        finally:
+            result.load_average_end = os.getloadavg()
     return result
 
 
