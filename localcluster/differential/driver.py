@@ -59,7 +59,7 @@ from provisioner.cloudprovider.types import NodeRequest
 from provisioner.controllers.initialization import InitializationController
 from provisioner.controllers.objects import Context
 from provisioner.controllers.provisioning.launcher import Launcher, LaunchJob, LaunchStatus
-from provisioner.controllers.provisioning.nodes import node_request_id, taint_dicts
+from provisioner.controllers.provisioning.nodes import node_request, node_request_id, taint_dicts
 from provisioner.kube.api import ConflictError, NotFoundError, Object
 from provisioner.kube.client import KubeClient
 from provisioner.model import labels as wk
@@ -309,14 +309,7 @@ class Driver:
             provisioner = planned.provisioners[node.provisioner]
             _, provisioner_uid = self._provisioner(node.provisioner)
             pods = tuple(replace(p, uid=uids.get(p.key, p.uid)) for p in node.pods)
-            labels = dict(node.labels)
-            labels.update(provisioner_node_labels(provisioner, {}))
-            request = NodeRequest(
-                id=node_request_id(provisioner, (p.uid for p in pods)),
-                provisioner=provisioner, instance_type_options=node.instance_type_options,
-                requirements=node.requirements, labels=labels,
-                taints=tuple(taint_dicts([*node.taints, *provisioner.spec.startup_taints])),
-            )
+            request = node_request(provisioner, node, node_request_id(provisioner, (p.uid for p in pods)), {})
             jobs.append(LaunchJob(replace(node, pods=pods), request, nominate=True, provisioner_uid=provisioner_uid))
         names = self.launch(jobs)
         self.wait_extender_holds(workload, dict(zip(names, (job.planned.pods for job in jobs), strict=True)))

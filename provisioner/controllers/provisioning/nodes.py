@@ -18,12 +18,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from provisioner.api.types import Provisioner
-from provisioner.cloudprovider.types import Machine
+from provisioner.cloudprovider.types import Machine, NodeRequest
 from provisioner.model import labels as wk
 from provisioner.model.quantity import to_wire_resource_list
 from provisioner.model.taints import Taint
 from provisioner.scheduling.instancetypes import InstanceType
 from provisioner.scheduling.provisioners import provisioner_node_labels
+from provisioner.scheduling.solver import PlannedNode
 
 
 def node_request_id(
@@ -167,3 +168,31 @@ def node_manifest(
             "allocatable": to_wire_resource_list(instance_type.allocatable),
         }
     return node
+
+
+def node_request(
+    provisioner: Provisioner,
+    planned: PlannedNode,
+    request_id: str,
+    node_labels: Mapping[str, str],
+    instance_type_options: Sequence[InstanceType] | None = None,
+) -> NodeRequest:
+    """The request that launches ``planned``, a node of ``provisioner``'s.
+
+    Its requirements, and its instance type options unless the caller narrowed them
+    (``instance_type_options``: those the Provisioner's limits still allow). Labels: the plan's,
+    then the Provisioner's and the settings' ``node_labels``
+    (:func:`provisioner.scheduling.provisioners.provisioner_node_labels`). Taints: the plan's,
+    then the Provisioner's startup taints (they come off once the node is initialized).
+    """
+    labels = dict(planned.labels)
+    labels.update(provisioner_node_labels(provisioner, node_labels))
+    options = planned.instance_type_options if instance_type_options is None else instance_type_options
+    return NodeRequest(
+        id=request_id,
+        provisioner=provisioner,
+        instance_type_options=tuple(options),
+        requirements=planned.requirements,
+        labels=labels,
+        taints=tuple(taint_dicts([*planned.taints, *provisioner.spec.startup_taints])),
+    )

@@ -76,7 +76,7 @@ from provisioner.controllers.provisioning.launcher import (
     LaunchStatus,
     Offering,
 )
-from provisioner.controllers.provisioning.nodes import node_request_id, taint_dicts
+from provisioner.controllers.provisioning.nodes import node_request, node_request_id
 from provisioner.controllers.provisioning.nominations import NodeNominations
 from provisioner.kube.api import KubeAPI, Object
 from provisioner.kube.events import EventRecorder
@@ -86,7 +86,7 @@ from provisioner.model.quantity import format_quantity
 from provisioner.model.resources import Resources
 from provisioner.scheduling.nodes import ClusterNode
 from provisioner.scheduling.pods import Pod, pod_requests
-from provisioner.scheduling.provisioners import provisioner_limits, provisioner_node_labels
+from provisioner.scheduling.provisioners import provisioner_limits
 from provisioner.scheduling.solver import Plan, PlannedNode, SolverInput
 from provisioner.settings import ProvisioningSettings
 from provisioner.state.cluster import Snapshot
@@ -545,19 +545,16 @@ class NodeProvisioner:
             round_.usage[provisioner.name] = usage + largest
         else:
             largest = None
-        labels = dict(planned.labels)
-        labels.update(provisioner_node_labels(provisioner, self.settings.nodes.labels))
         salt = "replace:" + ",".join(sorted(round_.exclude)) if round_.exclude else ""
         displaced_from = self.ledger.displaced_from(p.uid for p in planned.pods)
         if displaced_from:  # a new node, not the full one launched for these pods before
             salt += "|displaced:" + ",".join(displaced_from)
-        request = NodeRequest(
-            id=node_request_id(provisioner, (p.uid for p in planned.pods), attempt, salt=salt),
-            provisioner=provisioner,
-            instance_type_options=tuple(options),
-            requirements=planned.requirements,
-            labels=labels,
-            taints=tuple(taint_dicts([*planned.taints, *provisioner.spec.startup_taints])),
+        request = node_request(
+            provisioner,
+            planned,
+            node_request_id(provisioner, (p.uid for p in planned.pods), attempt, salt=salt),
+            self.settings.nodes.labels,
+            options,
         )
         if largest is not None:  # until its Node is written (then its capacity counts) or it fails
             self.ledger.reserve(request.id, provisioner.name, largest)
