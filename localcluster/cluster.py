@@ -34,7 +34,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -49,6 +48,7 @@ from typing import Any
 import yaml
 
 from localcluster import build, pki, supervisor
+from localcluster.ports import free_port
 from provisioner import yamlload
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -126,13 +126,6 @@ def cache_dir() -> Path:
 def cluster_dir(name: str) -> Path:
     """``$GROUPLESS_CACHE_DIR/clusters/<name>`` (default ``~/.cache/groupless/clusters/<name>``)."""
     return cache_dir() / "clusters" / name
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def available_subcommands() -> set[str]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from extender.app import create_app
+from localcluster.ports import free_port
 from provisioner.clock import FakeClock
 from provisioner.serving import serve
 
@@ -35,12 +36,6 @@ class Server:
     ca_file: str
     cert_dir: Path
     process: subprocess.Popen[bytes]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_certs(directory: Path) -> Path:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import requests
 
 from certs.bundle import CertBundle, generate
+from localcluster.ports import free_port
 
 
 @dataclass
@@ -23,13 +23,6 @@ class Server:
     bundle: CertBundle
     process: subprocess.Popen[bytes]
     log: Path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def start(directory: Path, *extra: str, client_cert: tuple[str, str] | None = None) -> Server:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from localcluster.ports import free_port
 from provisioner.cli import version
 
 REPO = Path(__file__).resolve().parents[3]
@@ -95,12 +95,6 @@ def test_the_dev_cluster_is_not_in_the_product_image(image: str) -> None:
     assert probe.stdout.strip() == "None None", probe.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def certificates(tmp_path: Path) -> Iterator[Path]:
     """``groupless certs generate`` for 127.0.0.1, readable by the image's user only (as a Secret mount)."""
@@ -114,7 +108,7 @@ def certificates(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_the_webhook_serves_healthz_over_https_with_certificates_from_certs(image: str, certificates: Path) -> None:
-    port = _free_port()
+    port = free_port()
     name = f"groupless-test-{uuid.uuid4().hex[:8]}"
     server = subprocess.Popen(
         ["bash", str(SCRIPT), "run", "--name", name, "--volume", f"{certificates}:{CERT_DIR}:ro", "--",
