@@ -117,3 +117,14 @@ def test_pods_another_pod_counts_keep_a_node_each():
         "labelSelector": {"matchLabels": {"app": "small"}}}]})
     plan = run([*identical(10, labels={"app": "small", "tier": "web"}), counting])
     assert [(name, len(pods)) for name, pods in layout(plan)] == [("a.small", 1)] * 11
+
+
+def test_a_node_grown_for_a_run_stays_within_the_provisioners_limits():
+    # cpu 16: one a.4xlarge (16 vCPU) holds 17 pods; 8 a.small (2 vCPU each) would hold 8
+    prov = provisioner(limits={"cpu": "16"})
+    plan = solve(SolverInput(pods=identical(20), provisioners=[prov], instance_types={prov.name: CATALOG}))
+    assert layout(plan) == [("a.4xlarge", [f"p{i:02d}" for i in range(17)])]
+    assert [e.pod.name for e in plan.unschedulable] == ["p17", "p18", "p19"]
+    assert plan.unschedulable[0].reason == (
+        "provisioner default: would exceed limits of provisioner default (cpu: 16 in use or planned of 16; "
+        "the smallest instance type that fits the pod adds cpu: 2)")
