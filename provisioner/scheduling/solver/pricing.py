@@ -3,7 +3,9 @@
 An option list is priced under a node's zone and capacity-type requirements: each option with
 its cheapest allowed offering, cheapest first (ties by instance type name). A planned node's
 price is its cheapest option that holds its pods; at launch it asks for at most
-:data:`MAX_INSTANCE_TYPES` options, cheapest first.
+:data:`MAX_INSTANCE_TYPES` options, cheapest first. A pod alone costs the cheapest option that
+holds it (:func:`standalone_price`); a run of identical pods, the option cheapest per pod for as
+many of them as it holds (:func:`bulk_price`).
 """
 
 from __future__ import annotations
@@ -20,13 +22,12 @@ from provisioner.scheduling.solver.memo import Memo
 from provisioner.scheduling.solver.templates import NodeTemplate, TypeOption, cheapest_offering, meeting_options
 from provisioner.scheduling.solver.vectors import Vector, fits
 
+#: At most this many instance type options per planned node (the AWS provider's cut, Karpenter v1).
+MAX_INSTANCE_TYPES = 60
 #: How many pods an option holds when they request nothing it has (no pods resource either).
 MAX_HELD = 1 << 30
 #: A per-pod price this many USD/hour below the standalone price counts as lower.
 _PER_POD_EPSILON = 1e-9
-
-#: At most this many instance type options per planned node (the AWS provider's cut, Karpenter v1).
-MAX_INSTANCE_TYPES = 60
 
 
 class PricedOption(NamedTuple):
