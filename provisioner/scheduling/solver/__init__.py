@@ -26,7 +26,9 @@ checked once per batch, topology always hard); the modules mirror its files:
   it. A planned node keeps every instance type that still fits all of its pods plus that type's
   DaemonSet overhead and still has an allowed offering; a pod joins only if one remains, and
   (in :func:`solve`, not :func:`solve_first_fit`) only if that raises the node's price by no
-  more than a node of its own would cost. The node's requirements narrow as pods join (a zone
+  more than a node of its own would cost, or, on a node opened for a run of identical pods
+  still to place that a larger node holds for less a pod, while it stays within that node's
+  price (:func:`.pricing.bulk_price`). The node's requirements narrow as pods join (a zone
   chosen for topology, a node selector). Requirements are met by the labels a node will really
   carry (:mod:`.templates`): an instance type without a label other types carry meets only
   NotIn and DoesNotExist on it; existing nodes are judged by their labels.

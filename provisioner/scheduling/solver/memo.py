@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from provisioner.scheduling.instancetypes import Offering
     from provisioner.scheduling.solver.planned import OpenNode
     from provisioner.scheduling.solver.preferences import Alternative, Relaxation
-    from provisioner.scheduling.solver.pricing import PricedOption
+    from provisioner.scheduling.solver.pricing import BulkTable, PricedOption
     from provisioner.scheduling.solver.queue import PodShape
     from provisioner.scheduling.solver.templates import TypeOption
     from provisioner.scheduling.solver.topology import DomainFilter, TopologyConstraint
@@ -70,6 +70,10 @@ class Memo:
       requirements with the values pinned and the options that still offer them.
     * ``standalone_prices``: (template index, alternative, accelerator, requests) -> the price
       of the cheapest node of the template for such a pod alone (inf: none).
+    * ``bulk_tables``: (template index, alternative, accelerator, requests) -> the template's
+      options by how many such pods each holds, with the best price per pod below and the
+      cheapest price from each count on (:func:`~provisioner.scheduling.solver.pricing.bulk_price`
+      answers any count from it by bisection).
     * ``price_lists``: (id(options), zone requirement, capacity-type requirement) -> the list
       and its options with their cheapest allowed offering, cheapest first.
 
@@ -109,6 +113,7 @@ class Memo:
     pinned: dict[tuple[int, Requirements, tuple[tuple[str, str], ...]],
                  tuple[Options, Requirements, Options]] = field(default_factory=dict)
     standalone_prices: dict[tuple[int, Requirements, bool, Vector], float] = field(default_factory=dict)
+    bulk_tables: dict[tuple[int, Requirements, bool, Vector], BulkTable] = field(default_factory=dict)
     price_lists: dict[tuple[int, Requirement | None, Requirement | None],
                       tuple[Options, list[PricedOption]]] = field(default_factory=dict)
     skip: dict[tuple[PodShape, Relaxation, Vector], int] = field(default_factory=dict)

@@ -14,7 +14,7 @@ so a burst never overshoots a limit. A node may grow into a larger option only w
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
@@ -27,6 +27,7 @@ from provisioner.scheduling.solver.preferences import Alternative
 from provisioner.scheduling.solver.pricing import (
     PricedOption,
     PriceFit,
+    bulk_price,
     by_price,
     first_fit,
     standalone_price,
@@ -45,7 +46,7 @@ from provisioner.scheduling.solver.vectors import Vector, fits, largest, minus, 
 
 if TYPE_CHECKING:
     from provisioner.api.types import Taint
-    from provisioner.scheduling.solver.queue import QueuedPod
+    from provisioner.scheduling.solver.queue import PodShape, QueuedPod
 
 
 class Refusal(StrEnum):
@@ -93,6 +94,11 @@ class OpenNode:
     limits (zero while it holds none). ``accelerator`` is None until a pod joins, then whether
     its pods use accelerators. ``price`` is the USD/hour of ``price_list[price_index]``, the
     cheapest option that holds ``requested``.
+
+    ``bulk_shape``, ``bulk_requests``, ``bulk_price``: a node opened for a run of identical pods
+    (:func:`~provisioner.scheduling.solver.pricing.bulk_price`) grows by pods of that shape and
+    requests while its price stays at most ``bulk_price`` USD/hour; other pods, and those pods
+    beyond it, keep the marginal rule (:meth:`can_add`). None: opened for a pod alone.
     """
 
     index: int
@@ -110,6 +116,9 @@ class OpenNode:
     price: float = 0.0
     price_list: list[PricedOption] | None = None
     price_index: int = 0
+    bulk_shape: PodShape | None = None
+    bulk_requests: Vector = ()
+    bulk_price: float = 0.0
     #: :meth:`domain`'s answers for ``_domains_of`` (the requirements they were read from)
     _domains: dict[str, str | None] = field(default_factory=dict)
     _domains_of: Requirements | None = None
@@ -140,7 +149,8 @@ class OpenNode:
         """The placement of ``queued`` on this node, or why not.
 
         With ``cost_aware``, the node also refuses a pod that would raise its price by more than
-        the price of a node of its own for that pod. ``topology_allows``: the caller knows the
+        the price of a node of its own for that pod, unless the node was opened for a run of
+        such pods and stays within its ``bulk_price``. ``topology_allows``: the caller knows the
         topology check allows the pod here with nothing to pin (every key decided), so it is skipped.
         """
         if self.accelerator is not None and self.accelerator != queued.shape.accelerator:
@@ -204,10 +214,13 @@ class OpenNode:
                 return PERMANENT
         fit = self.price_with(options, requirements, total, memo)
         if fit is None or (cost_aware and fit.price - self.price > standalone_price(
-                memo, self.template, wanted, shape.accelerator, queued.requests) + 1e-9):
-            # growing this node costs more than a node of its own: first-fit would overpay.
-            # Counted as permanent for the skip pointer (a heuristic: the node only gets
-            # fuller), which keeps big batches linear.
+                memo, self.template, wanted, shape.accelerator, queued.requests) + 1e-9
+                and not (shape is self.bulk_shape and fit.price <= self.bulk_price + 1e-9
+                         and queued.requests == self.bulk_requests)):
+            # growing this node costs more than a node of its own (and, for the run of
+            # identical pods it was opened for, more than its bulk price): first-fit would
+            # overpay. Counted as permanent for the skip pointer (a heuristic: the node only
+            # gets fuller), which keeps big batches linear.
             return PERMANENT
         reserved = None
         if self.template.limits is not None:
@@ -346,12 +359,25 @@ def pin(memo: Memo, requirements: Requirements, options: list[TypeOption],
 # --------------------------------------------------------------------------- opening a node
 def open_node(index: int, template: NodeTemplate, queued: QueuedPod, constraints: list[TopologyConstraint],
               alternative: Alternative, requirements: Requirements, options: list[TypeOption],
-              topology: Topology, memo: Memo) -> Candidate | str:
+              topology: Topology, memo: Memo, run: int = 1,
+              room_wanted: Callable[[QueuedPod, Vector], bool] | None = None) -> Candidate | str:
     """A new node of ``template`` for ``queued`` (the placement that opens it), or why not.
 
     ``requirements`` and ``options`` come from
     :func:`~provisioner.scheduling.solver.templates.options_for`; topology pins a domain and,
     under limits, options beyond what the Provisioner has left are dropped.
+
+    ``run``: how many pods identical to ``queued`` (its shape and requests) are still to place,
+    itself included. When a node for several of them costs less a pod than one alone, the node
+    gets that price as its ``bulk_price`` (:func:`~provisioner.scheduling.solver.pricing.bulk_price`),
+    unless ``room_wanted`` says another pod still to place fits in the room the pod leaves on
+    the node it opens as: the marginal rule then fills that room with such pods at no extra
+    price, so the pod costs less than a node of its own, while a node packed with the run
+    leaves those pods less room. A pod with host ports (two never share a node) or one that a
+    topology constraint concerns (its own spread, pod affinity or anti-affinity, or another
+    pod's that counts it) has a run of one: such constraints spread a run over nodes or
+    domains, each node would then get part of the run, and a node grown for the run but
+    launched with a part of it can cost more than nodes of their own.
     """
     zero = template.dimensions.zero
     node = OpenNode(index=index, hostname=f"planned-node-{index}", template=template,
@@ -378,4 +404,10 @@ def open_node(index: int, template: NodeTemplate, queued: QueuedPod, constraints
         reserved = fit.cheapest.option.capacity
     if fit is None:
         return "no instance type offers the topology domain"
+    shape = queued.shape
+    if run > 1 and not (queued.pod.host_ports or constraints or shape.selected_by or shape.anti_affinity_groups):
+        target = bulk_price(memo, template, alternative.requirements, shape.accelerator, queued.requests, run)
+        if target is not None and not (room_wanted is not None and room_wanted(
+                queued, minus(fit.cheapest.option.allocatable, queued.requests))):
+            node.bulk_shape, node.bulk_requests, node.bulk_price = shape, queued.requests, target
     return Candidate(fit.price, node, queued, queued.requests, requirements, options, reserved, fit)

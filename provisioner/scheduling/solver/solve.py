@@ -6,6 +6,7 @@ docstring (:mod:`provisioner.scheduling.solver`) for the algorithm.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -159,7 +160,9 @@ class _Solver:
     """One solve: its templates, existing nodes, topology, caches and the nodes it opens.
 
     ``learnt``: what earlier solves of the same input learnt about hostname spread
-    (:class:`~provisioner.scheduling.solver.topology.Topology`).
+    (:class:`~provisioner.scheduling.solver.topology.Topology`). ``unplaced``: per (shape,
+    requests), how many such pods are not placed yet, none at zero (counted once, decremented
+    as each is placed): the run of identical pods a new node may be opened for (:meth:`_open`).
     """
 
     def __init__(self, given: SolverInput, cost_aware: bool = True,
@@ -173,6 +176,7 @@ class _Solver:
             given.provisioner_usage, given.zones, given.node_labels)
         self.existing = existing_nodes(given.nodes, given.provisioners, self.dimensions)
         self.new_nodes: list[OpenNode] = []
+        self.unplaced: Counter[tuple[PodShape, Vector]] = Counter()
         self.topology = Topology(self.templates, self.existing, self.new_nodes,
                                  [p for p in given.pods if _pending(p)], self.memo, learnt)
         running = [p for n in given.nodes if not n.marked_for_deletion for p in n.pods if not p.deleting]
@@ -183,10 +187,12 @@ class _Solver:
                     self.topology.record(pod, node)
 
     def solve(self) -> Plan:
-        queue = PodQueue(
-            QueuedPod(pod, self.dimensions.vector(pod.requests), shape_of(pod, self.topology, self.memo, self.feasible))
-            for pod in self.input.pods if _pending(pod)
-        )
+        pending = [QueuedPod(pod, self.dimensions.vector(pod.requests),
+                             shape_of(pod, self.topology, self.memo, self.feasible))
+                   for pod in self.input.pods if _pending(pod)]
+        unplaced = self.unplaced
+        unplaced.update((q.shape, q.requests) for q in pending)
+        queue = PodQueue(pending)
         failures = self.memo.failures
         placed = 0
         while (queued := queue.pop()) is not None:
@@ -197,6 +203,10 @@ class _Solver:
             if error is None:
                 queue.placed()
                 placed += 1
+                key = (queued.shape, queued.requests)
+                unplaced[key] -= 1
+                if not unplaced[key]:
+                    del unplaced[key]
                 continue
             failures[failure_key] = error
             queue.retry(queued, error)
@@ -375,7 +385,12 @@ class _Solver:
 
     def _open(self, queued: QueuedPod, constraints: list[TopologyConstraint], alternatives: list[Alternative],
               template: NodeTemplate) -> str | None:
-        """Open a new node of ``template`` for ``queued``; None, or why the template cannot."""
+        """Open a new node of ``template`` for ``queued``; None, or why the template cannot.
+
+        In cost-aware mode the node is opened for the run of pods identical to ``queued`` still
+        unplaced (:func:`~provisioner.scheduling.solver.planned.open_node`).
+        """
+        run = self.unplaced[queued.shape, queued.requests] if self.cost_aware else 1
         pod = queued.pod
         reason = tolerates_all(pod.tolerations, template.taints, queued.relaxation.prefer_no_schedule)
         if reason is not None:
@@ -388,7 +403,7 @@ class _Solver:
                 last = screened
                 continue
             opened = open_node(len(self.new_nodes), template, queued, constraints, alternative, *screened,
-                               self.topology, self.memo)
+                               self.topology, self.memo, run, self._room_wanted)
             if isinstance(opened, str):
                 last = opened
                 continue
@@ -397,6 +412,11 @@ class _Solver:
             self._commit(opened)
             return None
         return last
+
+    def _room_wanted(self, queued: QueuedPod, room: Vector) -> bool:
+        """Whether some unplaced pod other than those identical to ``queued`` fits in ``room`` (its requests)."""
+        own = (queued.shape, queued.requests)
+        return any(key != own and fits(key[1], room) for key in self.unplaced)
 
     def _commit(self, candidate: Candidate) -> None:
         node, queued = candidate.node, candidate.queued

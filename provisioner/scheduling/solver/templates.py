@@ -434,14 +434,21 @@ def matching_options(memo: Memo, template: NodeTemplate, accelerator: bool,
     if reason is not None:
         return f"incompatible requirements, {reason}"
     requirements = template.requirements & alternative
-    types_key = (template.index, requirements, accelerator)
-    matching = memo.template_options.get(types_key)
-    if matching is None:
-        matching = [t for t in template.options if t.accelerator == accelerator and allows(memo, t, requirements)]
-        memo.template_options[types_key] = matching
+    matching = meeting_options(memo, template, requirements, accelerator)
     if not matching:
         return template.no_option_reason(requirements, accelerator)
     return requirements, matching
+
+
+def meeting_options(memo: Memo, template: NodeTemplate, requirements: Requirements,
+                    accelerator: bool) -> list[TypeOption]:
+    """The options of ``template`` (largest first) that meet ``requirements`` (:func:`allows`), with accelerators or without."""
+    key = (template.index, requirements, accelerator)
+    matching = memo.template_options.get(key)
+    if matching is None:
+        matching = [t for t in template.options if t.accelerator == accelerator and allows(memo, t, requirements)]
+        memo.template_options[key] = matching
+    return matching
 
 
 def options_for(memo: Memo, template: NodeTemplate, pod: Pod, accelerator: bool, requests: Vector,
