@@ -10,10 +10,14 @@ reservation), and together they take the room held for the node's nominated pods
 need another node while the one launched for them hosts others.
 
 :class:`AssumedPods` remembers, per reserved node, the requests of the pods the filter passed
-there without a nomination to it, for :data:`ASSUME_SECONDS`: the filter counts them against
-the room beside the reservation (:func:`extender.handlers.reservation_blocks`), so the room is
-handed out once. A pod is counted on every reserved node it passed (kube-scheduler picks one of
-them), which errs towards refusing: a refused pod is retried by kube-scheduler after its
+there without a nomination to it, until the cache shows the pod bound (to that node, whose
+free room then counts it, or to another) or being deleted, and for :data:`ASSUME_SECONDS` at
+most: the filter counts them against the room beside the reservation
+(:func:`extender.handlers.reservation_blocks`), so the room is handed out once. Counted until
+the binding shows, as kube-scheduler's cache keeps its assumed pods, rather than for a fixed
+time: on a loaded API server a binding can take seconds to reach the cache. A pod is counted
+on every reserved node it passed (kube-scheduler picks one of them), which errs towards
+refusing: a refused pod is retried by kube-scheduler after its
 back-off, when the bindings are in the cache. Nodes without a reservation are not tracked:
 kube-scheduler's own fit check covers them.
 """
@@ -21,13 +25,15 @@ kube-scheduler's own fit check covers them.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from provisioner.model.resources import Resources
 
-#: Seconds a pass is counted: longer than a binding takes to reach the extender's cache on a
-#: loaded API server, short enough that a pod kube-scheduler placed elsewhere frees the room soon.
-ASSUME_SECONDS = 2.0
+#: Seconds a pass is counted at most when the cache never shows its pod bound: kube-scheduler
+#: failed the pod after the filter (a later plugin, a failed binding) and has not filtered it
+#: again, or the pod was deleted. kube-scheduler's own cache keeps an assumed pod until its
+#: binding is confirmed; this bound only keeps a lost pass from holding room for long.
+ASSUME_SECONDS = 30.0
 
 
 class AssumedPods:
@@ -50,15 +56,19 @@ class AssumedPods:
             for node in nodes:
                 self._passed.setdefault(node, {})[pod_uid] = (requests, until)
 
-    def on(self, node: str, now: float, other_than: str) -> Resources:
-        """What the pods passed to ``node`` before ``now`` request together, ``other_than`` (a pod UID) aside."""
+    def on(self, node: str, now: float, other_than: str, settled: Callable[[str], bool] | None = None) -> Resources:
+        """What the pods passed to ``node`` before ``now`` request together, ``other_than`` (a pod UID) aside.
+
+        ``settled(uid)``: whether the cache shows that pod bound or being deleted
+        (:meth:`extender.state.ExtenderState.settled`); its pass is dropped then.
+        """
         with self._lock:
             entries = self._passed.get(node)
             if not entries:
                 return Resources()
             total = Resources()
             for uid, (requests, until) in list(entries.items()):
-                if until <= now:
+                if until <= now or (settled is not None and settled(uid)):
                     del entries[uid]
                 elif uid != other_than:
                     total = total + requests

@@ -180,15 +180,14 @@ def reservation_blocks(
     sized with DaemonSet overhead, as Karpenter sizes them). Only resources the reservation turns
     from fitting into not fitting count: a pod that does not fit anyway is kube-scheduler's
     call (its NodeResourcesFit filter), not a reservation. ``assumed``: the other pods passed
-    to the node moments ago (:mod:`extender.assumed`), held too: the cache may not show them
-    bound yet.
+    to the node and not yet shown bound by the cache (:mod:`extender.assumed`), held too.
     """
     reservation = state.reservation(name, now)
     if reservation is None or pod.daemonset or pod.uid in reservation.uids:
         return False
     free, held = reservation.free, reservation.held
     if assumed is not None:
-        held = held + assumed.on(name, now, pod.uid)
+        held = held + assumed.on(name, now, pod.uid, state.settled)
     for resource, wanted in pod.requests.items():
         available = free.get(resource)
         if wanted <= available and wanted > available - held.get(resource):

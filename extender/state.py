@@ -23,7 +23,7 @@ from provisioner.api.types import Provisioner
 from provisioner.model import labels as wk
 from provisioner.model import nominations as nom
 from provisioner.model import objects
-from provisioner.model.pods import node_name
+from provisioner.model.pods import awaits_capacity, node_name
 from provisioner.model.requirements import Requirements
 from provisioner.model.resources import CPU, MEMORY, PODS, Resources
 from provisioner.model.resources import EMPTY as EMPTY_RESOURCES
@@ -201,7 +201,7 @@ class ExtenderState:
     """
 
     __slots__ = ("nodes", "provisioners", "ended_pod_uids", "managed", "marked", "by_provisioner",
-                 "nominated", "nominated_node", "reservations", "score_rows", "mark_verdicts", "version")
+                 "nominated", "nominated_node", "reservations", "score_rows", "mark_verdicts", "version", "pods")
 
     def __init__(
         self,
@@ -210,8 +210,11 @@ class ExtenderState:
         ended_pod_uids: Iterable[str] = (),
         version: object = None,
         existing_provisioners: Iterable[str] | None = None,
+        pods: nom.PodsByUID | None = None,
     ) -> None:
         self.nodes: Mapping[str, NodeInfo] = {n.name: n for n in nodes}
+        #: Pod UID -> pod (wire form) of the same moment, when the state was built from pods.
+        self.pods: nom.PodsByUID | None = pods
         self.provisioners: Mapping[str, ProvisionerInfo] = {p.name: p for p in provisioners}
         existing = None if existing_provisioners is None else frozenset(existing_provisioners)
         going = {p.name for p in self.provisioners.values() if p.deleting}
@@ -262,6 +265,17 @@ class ExtenderState:
     def active_nominations(self, info: NodeInfo, now: float) -> nom.Nominations:
         """``info``'s nominations still in force at ``now`` (epoch seconds)."""
         return nom.active(info.nominations, now, self.ended_pod_uids)
+
+    def settled(self, uid: str) -> bool:
+        """True when this state shows pod ``uid`` bound (to any node) or being deleted.
+
+        Such a pod no longer awaits room: a pass the filter recorded for it
+        (:mod:`extender.assumed`) has reached the cache. False for a pod the state does not hold
+        (the pods watch may not have delivered a pod kube-scheduler already filters) and when
+        the state was built without pods.
+        """
+        pod = None if self.pods is None else self.pods.get(uid)
+        return pod is not None and not awaits_capacity(pod)
 
     def reservation(self, name: str, now: float) -> Reservation | None:
         """Node ``name``'s reservation if one holds at ``now``."""
@@ -341,7 +355,7 @@ def build_state(
         if view is not None:
             node_infos.append(NodeInfo.from_state_node(view))
     return ExtenderState(node_infos, infos.values(), _ended(node_infos, by_uid), version=version,
-                         existing_provisioners=existing_provisioners)
+                         existing_provisioners=existing_provisioners, pods=by_uid)
 
 
 class SnapshotAdapter:
@@ -372,4 +386,4 @@ class SnapshotAdapter:
             infos.append(info)
         self._infos = kept
         return ExtenderState(infos, provisioners.values(), _ended(infos, snapshot.pods), version=version,
-                             existing_provisioners=existing)
+                             existing_provisioners=existing, pods=snapshot.pods)

@@ -11,6 +11,7 @@ import pytest
 from extender import handlers
 from extender.assumed import AssumedPods
 from extender.handlers import BadRequest
+from provisioner.model.resources import Resources
 from tests.fixtures.extender import body, cluster, now, state
 from tests.fixtures.extender.build_fixtures import N1, N2, N3, N4, N5, N6, N7, N8, NOMINATED, UNKNOWN
 
@@ -309,7 +310,41 @@ def test_room_beside_a_reservation_is_passed_once_while_bindings_reach_the_cache
     assert refused["FailedNodes"][N2] == handlers.REASON_RESERVED
     # the first pod filtered again (kube-scheduler's retry) does not count against itself
     assert N2 in handlers.filter(first, state(), now() + 1, assumed=assumed)["NodeNames"]
-    # once the pass is older than the time a binding takes to show, the room is the cache's to tell
+    # once the pass is older than its time to live, the room is the cache's to tell
     assert N2 in handlers.filter(second, state(), now() + 3.5, assumed=assumed)["NodeNames"]
     # without the record, both pass (the race the record closes)
     assert N2 in handlers.filter(second, state(), now())["NodeNames"]
+
+
+def test_a_pass_counts_until_the_cache_shows_its_pod_bound_however_long_that_takes() -> None:
+    # the same two 500m pods beside N2's reservation (820m free), on a loaded API server: the
+    # first pod's binding reaches the cache 10 s after its pass
+    assumed = AssumedPods()
+    first, second = copy.deepcopy(body("filter-nodenames")), copy.deepcopy(body("filter-nodenames"))
+    for request, uid in ((first, "u-first"), (second, "u-second")):
+        request["Pod"]["metadata"]["uid"] = uid
+        request["Pod"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
+    pending = {"metadata": {"uid": "u-first", "name": "first", "namespace": "default"}, "spec": {}}
+    assert N2 in handlers.filter(first, state(), now(), assumed=assumed)["NodeNames"]
+    stale = state()
+    stale.pods = {"u-first": pending}  # the cache holds the pod, not yet bound
+    assert N2 not in handlers.filter(second, stale, now() + 10, assumed=assumed)["NodeNames"]
+    # bound elsewhere (kube-scheduler chose N3): the room beside N2's reservation is free again
+    bound = {**pending, "spec": {"nodeName": N3}}
+    fresh = state()
+    fresh.pods = {"u-first": bound}
+    assert N2 in handlers.filter(second, fresh, now() + 10, assumed=assumed)["NodeNames"]
+    assert assumed.on(N2, now() + 10, "u-second", fresh.settled) == Resources()  # the first pass was dropped
+
+
+def test_state_settled_tells_bound_and_deleting_pods_from_pending_and_unknown_ones() -> None:
+    from extender.state import ExtenderState
+
+    pods = {
+        "pending": {"metadata": {"uid": "pending"}, "spec": {}},
+        "bound": {"metadata": {"uid": "bound"}, "spec": {"nodeName": "n1"}},
+        "deleting": {"metadata": {"uid": "deleting", "deletionTimestamp": "2026-12-02T00:00:00Z"}, "spec": {}},
+    }
+    with_pods = ExtenderState(pods=pods)
+    assert [uid for uid in ("pending", "bound", "deleting", "unknown") if with_pods.settled(uid)] == ["bound", "deleting"]
+    assert not ExtenderState().settled("bound")
