@@ -5,9 +5,9 @@ catalog conversion) lives in a pure module next to this one and is tested withou
 class only fetches, caches and sends, and translates botocore errors into the typed errors of
 :mod:`provisioner.cloudprovider.types` at the boundary (``raise ... from`` the botocore error).
 
-Caches (all on the injected clock): subnets and security groups per selector (60 s), the raw
-instance-type catalog and zone offerings (5 min), converted instance types per (zones,
-kubelet, storage, prices, unavailable offerings), AMI parameters (5 min), launch template names
+Caches (all on the injected clock): subnets and security groups per selector (60 s), the
+instance-type catalog (what the conversion reads of it) and zone offerings (5 min), the latest
+converted instance types per (zones, node configuration), AMI parameters (5 min), launch template names
 (for the process), the templates of instances it launched (while they live; template garbage
 collection falls back on them where EC2 lacks the ``aws:ec2launchtemplate:id`` tag), and
 offerings that failed with insufficient capacity (3 min).
