@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,8 +69,8 @@ from provisioner.api.types import Provisioner
 from provisioner.clock import Clock, RealClock, rfc3339
 from provisioner.cloudprovider import catalogfiles
 from provisioner.cloudprovider.aws.catalog import (
+    LatestConversions,
     NodeConfiguration,
-    OfferedInstanceTypes,
     PriceBook,
     instance_types_for,
 )
@@ -277,8 +276,7 @@ class KwokCloudProvider:
         self.eni_limited_pod_density = eni_limited_pod_density
         self.insufficient_capacity: set[OfferingKey] = set(insufficient_capacity)
         self.unavailable = UnavailableOfferings(self.clock)
-        self._converted: dict[Any, OfferedInstanceTypes] = {}
-        self._lock = threading.Lock()
+        self._converted = LatestConversions()
 
     @classmethod
     def from_settings(cls, settings: ControllerSettings, kube: KubeAPI, clock: Clock | None = None) -> KwokCloudProvider:
@@ -311,16 +309,12 @@ class KwokCloudProvider:
         unavailable = self.unavailable.snapshot()
         try:
             config = NodeConfiguration.of(provisioner, self.eni_limited_pod_density)
-            key = (config, unavailable)
-            with self._lock:
-                cached = self._converted.get(key)
-            if cached is None:
-                cached = instance_types_for(config, self.catalog.instance_types, self.catalog.offerings,
-                                            self.catalog.prices, unavailable=unavailable)
-                with self._lock:
-                    if len(self._converted) > 64:
-                        self._converted.clear()
-                    self._converted[key] = cached
+            cached = self._converted.get(
+                config,
+                (unavailable,),
+                lambda: instance_types_for(config, self.catalog.instance_types, self.catalog.offerings,
+                                           self.catalog.prices, unavailable=unavailable),
+            )
         except ValueError as error:
             raise ConfigurationError(f"provisioner {provisioner.name}: {error}") from error
         return list(cached.offered)

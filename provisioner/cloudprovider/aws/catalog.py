@@ -54,8 +54,9 @@ import json
 import logging
 import math
 import re
+import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources as importlib_resources
 from pathlib import Path
@@ -173,6 +174,62 @@ def is_supported(info: Mapping[str, Any]) -> bool:
     if virtualization is not None and "hvm" not in virtualization:
         return False
     return arch_of(info) is not None
+
+
+#: What of a DescribeInstanceTypes item the conversion reads: top-level key -> the nested keys
+#: read under it, or None for the whole value. Every ``info`` read in this module is listed here;
+#: :func:`catalog_fields` keeps only these, so a raw EC2 answer (~5 KiB of EBS, network-card,
+#: placement and clock-speed details per type) is not held for as long as the catalog is cached.
+CATALOG_FIELDS: Mapping[str, tuple[str, ...] | None] = {
+    "InstanceType": None,
+    "SupportedUsageClasses": None,
+    "SupportedVirtualizationTypes": None,
+    "BareMetal": None,
+    "Hypervisor": None,
+    "FpgaInfo": None,
+    "GpuInfo": None,
+    "ProcessorInfo": ("SupportedArchitectures",),
+    "VCpuInfo": ("DefaultVCpus",),
+    "MemoryInfo": ("SizeInMiB",),
+    "NetworkInfo": ("MaximumNetworkInterfaces", "Ipv4AddressesPerInterface"),
+    "NeuronInfo": ("NeuronDevices",),
+    "InferenceAcceleratorInfo": ("Accelerators",),
+    "InstanceStorageInfo": ("NvmeSupport", "TotalSizeInGB"),
+}
+
+
+def _interned(value: Any) -> Any:
+    """``value`` with every string in it interned (``"x86_64"``, ``"hvm"``, ``"on-demand"`` once per process)."""
+    if isinstance(value, str):
+        return sys.intern(value)
+    if isinstance(value, Mapping):
+        return {sys.intern(str(k)): _interned(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_interned(v) for v in value]
+    return value
+
+
+def catalog_fields(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a DescribeInstanceTypes item the conversion reads (:data:`CATALOG_FIELDS`), strings interned.
+
+    Converting the result gives the same :class:`InstanceType` as converting ``info``; keys
+    ``info`` lacks stay absent (``is_supported`` tells a missing ``SupportedVirtualizationTypes``
+    from an empty one).
+    """
+    result: dict[str, Any] = {}
+    for key, nested in CATALOG_FIELDS.items():
+        if key not in info:
+            continue
+        value = info[key]
+        if nested is not None and isinstance(value, Mapping):
+            value = {k: value[k] for k in nested if k in value}
+        result[key] = _interned(value)
+    return result
+
+
+def offering_fields(item: Mapping[str, Any]) -> dict[str, str]:
+    """``InstanceType``, ``Location`` and ``LocationType`` of a DescribeInstanceTypeOfferings item, interned."""
+    return {k: sys.intern(str(item[k])) for k in ("InstanceType", "Location", "LocationType") if k in item}
 
 
 @dataclass(frozen=True)
@@ -607,8 +664,49 @@ def instance_types_for(
     return OfferedInstanceTypes(*offered_instance_types(config.ami_family, config.launch_template, converted))
 
 
+
+class LatestConversions:
+    """The latest :class:`OfferedInstanceTypes` per key (a :class:`NodeConfiguration`, and zones), thread-safe.
+
+    A provider converts its catalog again whenever an input changes (a catalog refresh, a new
+    :class:`PriceBook` after each spot-price refresh, an offering marked unavailable); only the
+    conversion for the current inputs is kept, replacing the one before (a ~750-type catalog
+    converts to ~3 MiB, and past answers are never asked for again). Inputs are compared by
+    identity first, then by equality. At most ``limit`` keys are held (then all are dropped).
+    """
+
+    def __init__(self, limit: int = 64) -> None:
+        self._limit = limit
+        self._latest: dict[Hashable, tuple[tuple[Any, ...], OfferedInstanceTypes]] = {}
+        self._lock = threading.Lock()
+
+    def get(
+        self, key: Hashable, inputs: tuple[Any, ...], convert: Callable[[], OfferedInstanceTypes]
+    ) -> OfferedInstanceTypes:
+        """The conversion for ``key`` under ``inputs``: the kept one if its inputs are these, else ``convert()``."""
+        with self._lock:
+            entry = self._latest.get(key)
+        if entry is not None and _same_inputs(entry[0], inputs):
+            return entry[1]
+        converted = convert()
+        with self._lock:
+            if key not in self._latest and len(self._latest) >= self._limit:
+                self._latest.clear()
+            self._latest[key] = (inputs, converted)
+        return converted
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._latest)
+
+
+def _same_inputs(kept: tuple[Any, ...], inputs: tuple[Any, ...]) -> bool:
+    return len(kept) == len(inputs) and all(a is b or a == b for a, b in zip(kept, inputs, strict=True))
+
 __all__ = [
+    "CATALOG_FIELDS",
     "DEFAULT_MAX_PODS",
+    "LatestConversions",
     "NodeConfiguration",
     "OfferedInstanceTypes",
     "PLACEHOLDER_PRICE_USD",
@@ -617,6 +715,7 @@ __all__ = [
     "QuantityError",
     "arch_of",
     "capacity_of",
+    "catalog_fields",
     "eni_limited_pods",
     "estimate_price",
     "gpus_of",
@@ -627,6 +726,7 @@ __all__ = [
     "kube_reserved_cpu_milli",
     "load_pricing_file",
     "max_pods",
+    "offering_fields",
     "overhead_of",
     "parse_pricing",
     "shape_labels",

@@ -5,9 +5,9 @@ catalog conversion) lives in a pure module next to this one and is tested withou
 class only fetches, caches and sends, and translates botocore errors into the typed errors of
 :mod:`provisioner.cloudprovider.types` at the boundary (``raise ... from`` the botocore error).
 
-Caches (all on the injected clock): subnets and security groups per selector (60 s), the raw
-instance-type catalog and zone offerings (5 min), converted instance types per (zones,
-kubelet, storage, prices, unavailable offerings), AMI parameters (5 min), launch template names
+Caches (all on the injected clock): subnets and security groups per selector (60 s), the
+instance-type catalog (what the conversion reads of it) and zone offerings (5 min), the latest
+converted instance types per (zones, node configuration), AMI parameters (5 min), launch template names
 (for the process), the templates of instances it launched (while they live; template garbage
 collection falls back on them where EC2 lacks the ``aws:ec2launchtemplate:id`` tag), and
 offerings that failed with insufficient capacity (3 min).
@@ -42,7 +42,13 @@ from provisioner.api.types import AWSProvider, Provisioner
 from provisioner.clock import Clock, RealClock, rfc3339
 from provisioner.cloudprovider.aws.amifamily import MissingImage, family_of, variant_of
 from provisioner.cloudprovider.aws.amis import AMIResolver, parameter_name
-from provisioner.cloudprovider.aws.catalog import NodeConfiguration, OfferedInstanceTypes, instance_types_for
+from provisioner.cloudprovider.aws.catalog import (
+    LatestConversions,
+    NodeConfiguration,
+    catalog_fields,
+    instance_types_for,
+    offering_fields,
+)
 from provisioner.cloudprovider.aws.errors import UNFULFILLABLE_CAPACITY_CODES, is_throttling, translate
 from provisioner.cloudprovider.aws.fleet import (
     FleetResult,
@@ -96,6 +102,9 @@ class RawCatalog:
 
     Several providers of one account may share one (a catalog is ~1,400 types and ~2,000
     zone offerings per region, seconds to fetch); the provider refreshes it after its TTL.
+    Items are kept as :func:`~provisioner.cloudprovider.aws.catalog.catalog_fields` and
+    :func:`~provisioner.cloudprovider.aws.catalog.offering_fields` of EC2's answers (what the
+    conversion reads), not as botocore parsed them.
     """
 
     def __init__(self) -> None:
@@ -133,6 +142,12 @@ def selector_filters(selector: Mapping[str, str]) -> list[dict[str, Any]]:
             filters.append({"Name": f"tag:{key}", "Values": [v.strip() for v in value.split(",")]})
     return filters
 
+
+#: Instance types named per DescribeInstanceTypes call (EC2's limit for ``InstanceTypes``). Types
+#: are described by name, those offered in some zone only, a hundred at a time: one answer
+#: for every type (moto ignores ``MaxResults``) is ~1,400 parsed items at once, and the
+#: controller's heap kept the ~25 MiB that took after the items were dropped.
+DESCRIBE_INSTANCE_TYPES_BATCH = 100
 
 #: HTTP connections per AWS client (botocore's default is 10), above the launch parallelism.
 MAX_POOL_CONNECTIONS = 32
@@ -173,7 +188,7 @@ class AWSCloudProvider:
         self._lock = threading.Lock()
         self._selected: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, list[dict[str, Any]]]] = {}
         self.catalog = catalog or RawCatalog()
-        self._converted: dict[Any, OfferedInstanceTypes] = {}
+        self._converted = LatestConversions()
         # Provisioner name -> the instance types its last listing left out for lack of an image
         self._missing_images: dict[str, tuple[MissingImage, ...]] = {}
         # instance ID -> (launch template names, clock.monotonic() when launched): which generated
@@ -311,21 +326,26 @@ class AWSCloudProvider:
             if catalog.fetched_at is not None and now - catalog.fetched_at < self.settings.instance_types_ttl:
                 return catalog.fetched_at, catalog.types, catalog.offerings
 
-            def describe_types() -> list[dict[str, Any]]:
-                out: list[dict[str, Any]] = []
-                for page in self._ec2.get_paginator("describe_instance_types").paginate():
-                    out.extend(page.get("InstanceTypes", []))
-                return out
-
             def describe_offerings() -> list[dict[str, Any]]:
                 out: list[dict[str, Any]] = []
                 paginator = self._ec2.get_paginator("describe_instance_type_offerings")
                 for page in paginator.paginate(LocationType="availability-zone"):
-                    out.extend(page.get("InstanceTypeOfferings", []))
+                    out.extend(offering_fields(item) for item in page.get("InstanceTypeOfferings", []))
                 return out
 
-            catalog.types = self._call("describing instance types", describe_types)
-            catalog.offerings = self._call("describing instance type offerings", describe_offerings)
+            def describe_types(names: list[str]) -> list[dict[str, Any]]:
+                out: list[dict[str, Any]] = []
+                paginator = self._ec2.get_paginator("describe_instance_types")
+                for start in range(0, len(names), DESCRIBE_INSTANCE_TYPES_BATCH):
+                    batch = names[start : start + DESCRIBE_INSTANCE_TYPES_BATCH]
+                    for page in paginator.paginate(InstanceTypes=batch):
+                        out.extend(catalog_fields(item) for item in page.get("InstanceTypes", []))
+                return out
+
+            offerings = self._call("describing instance type offerings", describe_offerings)
+            names = sorted({str(item["InstanceType"]) for item in offerings if "InstanceType" in item})
+            catalog.types = self._call("describing instance types", lambda: describe_types(names))
+            catalog.offerings = offerings
             catalog.fetched_at = now
             return now, catalog.types, catalog.offerings
 
@@ -346,15 +366,11 @@ class AWSCloudProvider:
         unavailable = self.unavailable.snapshot()
         try:
             config = NodeConfiguration.of(provisioner, self.settings.eni_limited_pod_density)
-            key = (fetched_at, zones, config, id(book), unavailable)
-            with self._lock:
-                cached = self._converted.get(key)
-            if cached is None:
-                cached = instance_types_for(config, types, offerings, book, zones=zones, unavailable=unavailable)
-                with self._lock:
-                    if len(self._converted) > 64:
-                        self._converted.clear()
-                    self._converted[key] = cached
+            cached = self._converted.get(
+                (zones, config),
+                (fetched_at, book, unavailable),
+                lambda: instance_types_for(config, types, offerings, book, zones=zones, unavailable=unavailable),
+            )
         except ValueError as error:
             raise ConfigurationError(f"provisioner {provisioner.name}: {error}") from error
         self._note_missing(provisioner, cached.missing_images)

@@ -84,11 +84,20 @@ def provisioner_document(family: str, kubelet: Mapping[str, Any]) -> dict[str, A
 
 
 class _Pages:
-    def __init__(self, pages: list[dict[str, Any]]) -> None:
-        self.pages = pages
+    """One operation's answer; ``InstanceTypes=[...]`` selects those types, as DescribeInstanceTypes does."""
 
-    def paginate(self, **_: Any) -> Iterator[dict[str, Any]]:
-        yield from self.pages
+    def __init__(self, pages: list[dict[str, Any]], requests: list[dict[str, Any]]) -> None:
+        self.pages = pages
+        self.requests = requests
+
+    def paginate(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        self.requests.append(kwargs)
+        names = kwargs.get("InstanceTypes")
+        for page in self.pages:
+            if names is None:
+                yield page
+            else:
+                yield {"InstanceTypes": [t for t in page["InstanceTypes"] if t["InstanceType"] in names]}
 
 
 class CatalogEC2:
@@ -103,9 +112,10 @@ class CatalogEC2:
             "describe_instance_type_offerings": [{"InstanceTypeOfferings": offerings}],
             "describe_subnets": [{"Subnets": subnets}],
         }
+        self.requests: dict[str, list[dict[str, Any]]] = {operation: [] for operation in self.answers}
 
     def get_paginator(self, operation: str) -> _Pages:
-        return _Pages(self.answers[operation])
+        return _Pages(self.answers[operation], self.requests[operation])
 
 
 def read_provisioner(tmp_path: Path, family: str, kubelet: Mapping[str, Any] = KUBELET) -> Provisioner:
@@ -181,3 +191,22 @@ def test_the_families_differ_where_karpenter_says_they_do(tmp_path):
                 for family in AMI_FAMILIES}
     assert {f: t.overhead["memory"] // MIB for f, t in defaults.items()} == {
         "AL2023": 11 * 29 + 455, "AL2": 11 * 29 + 455, "Bottlerocket": 11 * 40 + 455, "Ubuntu": 11 * 29 + 455}
+
+
+def test_the_aws_provider_describes_offered_types_by_name_and_converts_them_as_plan_does(tmp_path):
+    """The provider keeps only what the conversion reads, yet derives every type ``groupless plan`` does."""
+    provisioner = read_provisioner(tmp_path, "AL2023")
+    types = json.loads(DEFAULT_INSTANCE_TYPES.read_text())["InstanceTypes"]
+    offerings = json.loads(DEFAULT_OFFERINGS.read_text())["InstanceTypeOfferings"]
+    unoffered = {**types[0], "InstanceType": "zz9.unoffered"}
+    ec2 = CatalogEC2([*types, unoffered], offerings)
+    settings = AWSSettings(cluster_name="karpenter-demo", region="ap-south-1", pricing_api=False,
+                           pricing_file=str(DEFAULT_PRICES))
+    provider = AWSCloudProvider(settings, ec2, None, None, FakeClock())
+
+    from_aws = provider.get_instance_types(provisioner)
+
+    offered = sorted({o["InstanceType"] for o in offerings})
+    assert ec2.requests["describe_instance_types"] == [{"InstanceTypes": offered}]  # 42 names: one call
+    assert sorted(t["InstanceType"] for t in provider.catalog.types) == offered
+    assert from_aws == planned(provisioner, True)  # name, capacity, overhead, offerings and prices, labels

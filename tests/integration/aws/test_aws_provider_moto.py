@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from provisioner.api.types import KubeletConfiguration, Provisioner, ProvisionerSpec
+from provisioner.cloudprovider.aws.catalog import NodeConfiguration, instance_types_for
 from provisioner.cloudprovider.aws.provider import AWSCloudProvider
 from provisioner.cloudprovider.types import (
     CloudProvider,
@@ -64,6 +65,28 @@ def test_r6gd_xlarge_exact_capacity_and_allocatable(provider, provisioner):
     assert sorted({(o.zone, o.capacity_type) for o in r6gd.offerings}) == [
         (z, c) for z in ("ap-south-1a", "ap-south-1b", "ap-south-1c") for c in ("on-demand", "spot")
     ]
+
+
+@pytest.mark.parametrize("family", ["AL2023", "Bottlerocket"])
+def test_instance_types_equal_the_conversion_of_ec2s_whole_answers(provider, ec2, provisioner_with, family):
+    """The provider keeps only what the conversion reads of EC2's answers: its types are those of the whole answers."""
+    provisioner = provisioner_with(ami_family=family)
+    types = [t for page in ec2.get_paginator("describe_instance_types").paginate() for t in page["InstanceTypes"]]
+    offerings = [
+        o
+        for page in ec2.get_paginator("describe_instance_type_offerings").paginate(LocationType="availability-zone")
+        for o in page["InstanceTypeOfferings"]
+    ]
+    zones = frozenset(s.zone for s in provider.subnets(provisioner))
+
+    listed = provider.get_instance_types(provisioner)
+
+    expected = instance_types_for(
+        NodeConfiguration.of(provisioner), types, offerings, provider.pricing.book(), zones=zones
+    ).offered
+    assert len(listed) == len(expected) > 700  # moto offers 752 types in ap-south-1
+    assert listed == expected  # name, capacity, overhead, offerings and prices, labels
+    assert len(provider.catalog.types) == len({o["InstanceType"] for o in offerings}) < len(types)
 
 
 def test_m5_large_and_exclusions(provider, provisioner):

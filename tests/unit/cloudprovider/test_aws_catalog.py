@@ -7,12 +7,16 @@ import pytest
 
 from provisioner.api.types import KubeletConfiguration
 from provisioner.cloudprovider.aws.catalog import (
+    LatestConversions,
     NodeConfiguration,
+    OfferedInstanceTypes,
     PriceBook,
     PricingFileError,
+    catalog_fields,
     estimate_price,
     instance_types_from_ec2,
     load_pricing_file,
+    offering_fields,
     static_price_book,
 )
 from provisioner.cloudprovider.kubelet import kube_reserved_cpu_milli
@@ -178,3 +182,72 @@ def test_static_table_and_proxy():
 def test_ordering_is_deterministic():
     first = list(convert())
     assert first == sorted(first)
+
+
+def test_catalog_fields_keep_what_the_conversion_reads_and_convert_alike():
+    """EC2's details the conversion never reads are dropped; the instance types stay the same."""
+    noise = {
+        "CurrentGeneration": True,
+        "EbsInfo": {"EbsOptimizedSupport": "default", "EbsOptimizedInfo": {"BaselineBandwidthInMbps": 650}},
+        "PlacementGroupInfo": {"SupportedStrategies": ["cluster", "partition", "spread"]},
+    }
+    detailed = [
+        {
+            **item,
+            **noise,
+            "ProcessorInfo": {**item["ProcessorInfo"], "SustainedClockSpeedInGhz": 3.1},
+            "VCpuInfo": {**item["VCpuInfo"], "DefaultCores": 1, "ValidThreadsPerCore": [1, 2]},
+            "NetworkInfo": {**item["NetworkInfo"], "NetworkCards": [{"NetworkCardIndex": 0}], "EfaSupported": False},
+        }
+        for item in (R6GD_XLARGE, M5_LARGE, G4DN_XLARGE, F1, METAL)
+    ]
+    kept = [catalog_fields(item) for item in detailed]
+
+    assert kept[0] == R6GD_XLARGE
+    assert kept[1] == M5_LARGE  # no BareMetal, Hypervisor or InstanceStorageInfo: still absent
+    assert kept[2] == G4DN_XLARGE and kept[3]["FpgaInfo"] == F1["FpgaInfo"]
+    names = [item["InstanceType"] for item in detailed]
+    for config in (NodeConfiguration(), NodeConfiguration(ami_family="Bottlerocket", eni_limited_pod_density=False)):
+        assert instance_types_from_ec2(kept, offerings(*names), None, config) == instance_types_from_ec2(
+            detailed, offerings(*names), None, config
+        )
+
+
+def test_catalog_fields_intern_strings():
+    first = catalog_fields(json.loads(json.dumps(R6GD_XLARGE)))
+    second = catalog_fields(json.loads(json.dumps({**R6GD_XLARGE, "InstanceType": "r6gd.2xlarge"})))
+    assert first["Hypervisor"] is second["Hypervisor"] == "nitro"
+    assert first["ProcessorInfo"]["SupportedArchitectures"][0] is second["ProcessorInfo"]["SupportedArchitectures"][0]
+
+
+def test_offering_fields():
+    item = {"InstanceType": "m5.large", "Location": "ap-south-1a", "LocationType": "availability-zone", "X": 1}
+    kept = offering_fields(json.loads(json.dumps(item)))
+    assert kept == {"InstanceType": "m5.large", "Location": "ap-south-1a", "LocationType": "availability-zone"}
+    assert kept["Location"] is offering_fields(json.loads(json.dumps(item)))["Location"]
+
+
+def test_latest_conversions_keep_one_conversion_per_key():
+    calls: list[str] = []
+
+    def conversion(tag):
+        def convert():
+            calls.append(tag)
+            return OfferedInstanceTypes([], ())
+
+        return convert
+
+    cache = LatestConversions(limit=2)
+    book = PriceBook(region="ap-south-1", on_demand={"m5.large": 0.096})
+    first = cache.get("a", (1.0, book), conversion("a1"))
+    assert cache.get("a", (1.0, book), conversion("unused")) is first
+    # an equal book (a refresh that changed nothing) is the same input
+    assert cache.get("a", (1.0, PriceBook(region="ap-south-1", on_demand={"m5.large": 0.096})), conversion("x")) is first
+    second = cache.get("a", (2.0, book), conversion("a2"))  # new inputs replace the kept conversion
+    assert second is not first and len(cache) == 1
+    assert cache.get("a", (1.0, book), conversion("a3")) is not first  # the old one is gone
+    cache.get("b", (1.0, book), conversion("b1"))
+    assert len(cache) == 2
+    cache.get("c", (1.0, book), conversion("c1"))  # a third key over the limit drops the others
+    assert len(cache) == 1
+    assert calls == ["a1", "a2", "a3", "b1", "c1"]
