@@ -68,12 +68,10 @@ class Memo:
       options can offer.
     * ``pinned``: (id(options), requirements, pinned topology values) -> the list, the
       requirements with the values pinned and the options that still offer them.
-    * ``standalone_prices``: (template index, alternative, accelerator, requests) -> the price
-      of the cheapest node of the template for such a pod alone (inf: none).
     * ``bulk_tables``: (template index, alternative, accelerator, requests) -> the template's
       options by how many such pods each holds, with the best price per pod below and the
       cheapest price from each count on (:func:`~provisioner.scheduling.solver.pricing.bulk_price`
-      answers any count from it by bisection).
+      answers any count from it by bisection; its ``from_price[0]`` is the standalone price).
     * ``price_lists``: (id(options), zone requirement, capacity-type requirement) -> the list
       and its options with their cheapest allowed offering, cheapest first.
 
@@ -112,7 +110,6 @@ class Memo:
     domains: dict[tuple[int, Requirements, str], tuple[Options, frozenset[str]]] = field(default_factory=dict)
     pinned: dict[tuple[int, Requirements, tuple[tuple[str, str], ...]],
                  tuple[Options, Requirements, Options]] = field(default_factory=dict)
-    standalone_prices: dict[tuple[int, Requirements, bool, Vector], float] = field(default_factory=dict)
     bulk_tables: dict[tuple[int, Requirements, bool, Vector], BulkTable] = field(default_factory=dict)
     price_lists: dict[tuple[int, Requirement | None, Requirement | None],
                       tuple[Options, list[PricedOption]]] = field(default_factory=dict)

@@ -145,14 +145,9 @@ def standalone_price(memo: Memo, template: NodeTemplate, alternative: Requiremen
 
     The options meeting ``template.requirements & alternative``, with accelerators when the pod
     asks for one and without otherwise, that hold ``requests``: the cheapest of the
-    :class:`BulkTable`'s.
+    :class:`BulkTable`'s (cached with the table).
     """
-    key = (template.index, alternative, accelerator, requests)
-    found = memo.standalone_prices.get(key)
-    if found is None:
-        found = _bulk_table(memo, template, alternative, accelerator, requests).from_price[0]
-        memo.standalone_prices[key] = found
-    return found
+    return _bulk_table(memo, template, alternative, accelerator, requests).from_price[0]
 
 
 def bulk_price(memo: Memo, template: NodeTemplate, alternative: Requirements, accelerator: bool,
