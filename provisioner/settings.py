@@ -55,6 +55,17 @@ class Batching:
         """:attr:`untried_grace_seconds`, None when 0 (off)."""
         return self.untried_grace_seconds if self.untried_grace_seconds > 0 else None
 
+    @property
+    def nomination_window_seconds(self) -> float:
+        """Seconds an existing node counts as nominated after a round placed pending pods on it.
+
+        Karpenter's ``nominationWindow``: twice the batch's maximum duration, at least 10 s. The
+        emptiness controller leaves such a node alone meanwhile (Karpenter's ``IsNominated``):
+        its pods are on their way from kube-scheduler's queue, and the next rounds place them
+        there again while they wait.
+        """
+        return max(2 * self.max_seconds, 10.0)
+
 
 @dataclass(frozen=True, slots=True)
 class NodeDefaults:

@@ -123,10 +123,11 @@ class ControllerProcess:
         from provisioner.kube.events import EventRecorder
 
         recorder = EventRecorder(kube, component="groupless-controller", clock=self.clock, asynchronous=True)
-        self.ctx = Context(kube=kube, cloud=cloud, clock=self.clock, events=events or recorder,
-                           pods_on_node=self.pods, reader=self.state.get, lister=self.state.objects)
         self.provisioning = ProvisioningController(kube, self.state, cloud, self.clock, recorder,
                                                    settings.provisioning)
+        self.ctx = Context(kube=kube, cloud=cloud, clock=self.clock, events=events or recorder,
+                           pods_on_node=self.pods, reader=self.state.get, lister=self.state.objects,
+                           nominated_until=self.provisioning.ledger.nominated_until)
         self.manager = Manager(self.ctx, settings, replacer=self.provisioning.replace)
         from provisioner.controllers.consolidation import ConsolidationController
 

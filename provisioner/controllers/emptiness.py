@@ -25,8 +25,10 @@ the scheduler off, so an empty node carrying one is deleted once its TTL has pas
 taint is never lifted here.
 
 Terminating pods still count as occupants (they have not left), and so do pods the node is
-nominated for (``groupless.dev/nominations`` still active): a node launched for pods that are
-about to be bound is not empty. Nor is a replacement while the node it replaces exists
+nominated for: named by ``groupless.dev/nominations`` until its deadline (a node launched for
+pods that are about to be bound), or placed there by a provisioning round within the last
+nomination window (Karpenter's ``IsNominated``: pending pods the solver put on an existing node
+wait in kube-scheduler's queue, and would find the node gone). Nor is a replacement while the node it replaces exists
 (:mod:`provisioner.model.replacements`): its pods are still on the old node, held back by a
 PodDisruptionBudget or by slow start-up, and retiring it would send them Pending and launch
 another node for the same disruption. It carries a ``Replacing`` event naming that node while it
@@ -92,12 +94,12 @@ class EmptinessController:
                 self._annotate(name, None)
             return Result.done()
         now = self.ctx.clock.now()
-        nominated = nominations.decode(objects.annotations_of(node).get(NOMINATIONS_ANNOTATION))
-        empty = is_empty(self.ctx.pods(name)) and not (nominated.pods and now < nominated.deadline)
+        nominated_until = self._nominated_until(node)
+        empty = is_empty(self.ctx.pods(name)) and now >= nominated_until
         if empty and self._waits_for_replaced(node):
             empty = False
         if not empty:
-            return self._not_empty(node, ours=ours, stamp_raw=stamp_raw, nominated=nominated, now=now)
+            return self._not_empty(node, ours=ours, stamp_raw=stamp_raw, nominated_until=nominated_until, now=now)
         stamp = timestamp(stamp_raw)
         if stamp is None or now < stamp + ttl:
             return self._wait_for_ttl(node, ours=ours, stamp=stamp, ttl=ttl, now=now)
@@ -112,12 +114,27 @@ class EmptinessController:
         self._forget(name)
         return Result.done()
 
-    def _not_empty(self, node: Object, *, ours: bool, stamp_raw: str | None, nominated: nominations.Nominations,
+    def _nominated_until(self, node: Object) -> float:
+        """Epoch seconds until which the node counts as nominated (in the past, or 0.0, when it does not).
+
+        Nominated: pods named by its ``groupless.dev/nominations`` until their deadline, or a
+        provisioning round placed pending pods on it within the nomination window
+        (:attr:`Context.nominated_until <provisioner.controllers.objects.Context>`; Karpenter's
+        ``IsNominated``).
+        """
+        reserved = nominations.decode(objects.annotations_of(node).get(NOMINATIONS_ANNOTATION))
+        until = reserved.deadline if reserved.pods else 0.0
+        if self.ctx.nominated_until is not None:
+            until = max(until, self.ctx.nominated_until(objects.name(node)))
+        return until
+
+    def _not_empty(self, node: Object, *, ours: bool, stamp_raw: str | None, nominated_until: float,
                    now: float) -> Result:
-        """The node is not empty (a pod, a live nomination or a replaced node still there): undo our marks.
+        """The node is not empty (a pod, a nomination or a replaced node still there): undo our marks.
 
         Our taint is withdrawn (with the emptiness timestamp), or else the timestamp alone is
-        removed. A live nomination wakes the controller again at its deadline (epoch seconds).
+        removed. A nomination wakes the controller again when it ends (``nominated_until``,
+        epoch seconds).
         """
         name = objects.name(node)
         if ours:
@@ -125,8 +142,8 @@ class EmptinessController:
         elif stamp_raw is not None:
             self._annotate(name, None)
             log.info("Removed emptiness TTL from node %s", name)
-        if nominated.pods and now < nominated.deadline:
-            return Result.after(nominated.deadline - now)
+        if now < nominated_until:
+            return Result.after(nominated_until - now)
         return Result.done()
 
     def _wait_for_ttl(self, node: Object, *, ours: bool, stamp: float | None, ttl: int, now: float) -> Result:

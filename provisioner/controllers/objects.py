@@ -100,6 +100,10 @@ class Context:
     cluster-state cache. ``reader(kind, name)`` reads Nodes and Provisioners; by default a live
     GET, the process plugs in the cache (writes always go to the API server, with the read
     object's resourceVersion where a list is replaced, so a stale read ends in a 409 and a retry).
+    ``nominated_until(name)``: epoch seconds until which the provisioning controller counts the
+    node as nominated because a round placed pending pods on it
+    (:meth:`provisioner.state.inflight.InFlightLedger.nominated_until`, 0.0 when not); None
+    outside the controller process (no placements).
     """
 
     kube: KubeAPI
@@ -109,6 +113,7 @@ class Context:
     pods_on_node: PodLister | None = None
     reader: Reader | None = None
     lister: Lister | None = None
+    nominated_until: Callable[[str], float] | None = None
     write_ttl: float = 30.0
     _written: dict[tuple[str, str], tuple[Object, float]] = field(default_factory=dict, init=False, repr=False)
     _written_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)

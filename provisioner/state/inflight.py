@@ -15,6 +15,9 @@ The cache lags the controller's own writes, so the controller remembers, under o
   with ``settles``: from then on the Node's capacity counts) or it fails (:meth:`InFlightLedger.unreserve`);
 * **displaced-from**: per pod, the nodes whose nomination of it ended because they filled up;
   it salts the pod's next node request, whose ClientToken would otherwise return that node;
+* **placements on existing nodes**: per node, until when a round's placement of pending pods
+  there makes it count as nominated (Karpenter's ``NominateNodeForPod``: the emptiness
+  controller leaves it alone meanwhile, :meth:`InFlightLedger.nominated_until`);
 * **promised room**: per target node, the room held for each pod of an expiring node that the
   target was chosen to take, while that pod is still bound to the expiring node (its drain has
   not reached it: once evicted, the pod its owner recreates, with a new UID, is solved as
@@ -75,7 +78,7 @@ class InFlight:
 
 
 class InFlightLedger:
-    """Pods in flight, written Nodes, launch reservations, displaced-from and promised room, under one lock (thread-safe).
+    """Pods in flight, written Nodes, launch reservations, placements, displaced-from, promised room: one lock.
 
     ``nominated_on`` reads a Node's nominated pod UIDs (the provisioning controller passes its
     nominations rule); the ledger reads it to tell when a snapshot shows a nomination.
@@ -91,6 +94,7 @@ class InFlightLedger:
         self._displaced_from: dict[str, frozenset[str]] = {}
         # replacement (or existing) node name -> (expiring node name, pod UID) -> the pod's requests
         self._promised: dict[str, dict[tuple[str, str], Resources]] = {}
+        self._placed: dict[str, float] = {}  # existing node name -> clock wall time its nomination window ends
 
     # ------------------------------------------------------------------ reading
     def covers(self, pod_uid: str) -> bool:
@@ -121,6 +125,11 @@ class InFlightLedger:
         with self._lock:
             return dict(self._reservations)
 
+    def nominated_until(self, node_name: str) -> float:
+        """Clock wall time (epoch seconds) until which a round's placement makes the node count as nominated; 0.0 if none."""
+        with self._lock:
+            return self._placed.get(node_name, 0.0)
+
     def displaced_from(self, pod_uids: Iterable[str]) -> list[str]:
         """Sorted names of the nodes whose nominations of any of ``pod_uids`` ended because they filled up."""
         with self._lock:
@@ -140,6 +149,17 @@ class InFlightLedger:
                 entry = self._in_flight.get(uid)
                 if entry is not None and entry.launching:
                     del self._in_flight[uid]
+
+    def placed(self, node_names: Iterable[str], now: float, until: float) -> None:
+        """A round at ``now`` placed pending pods on these existing nodes: nominated until ``until`` (epoch seconds).
+
+        A later placement extends the window; windows ended by ``now`` are forgotten.
+        """
+        with self._lock:
+            for name in [n for n, end in self._placed.items() if end <= now]:
+                del self._placed[name]
+            for name in node_names:
+                self._placed[name] = max(until, self._placed.get(name, 0.0))
 
     def reserve(self, launch: str, provisioner: str, room: Resources) -> None:
         """Launch ``launch`` (its node request id) holds ``room`` against ``provisioner``'s limits until it ends."""
@@ -208,6 +228,7 @@ class InFlightLedger:
         """A watch saw the Node deleted: our copy of it is stale (the only release by an event)."""
         with self._lock:
             self._written.pop(name, None)
+            self._placed.pop(name, None)
 
     def release(self, snapshot: Snapshot, now: float) -> None:
         """Forget what ``snapshot`` (taken at the start of a round) shows on its own.

@@ -575,10 +575,11 @@ class NodeProvisioner:
     def record(self, results: Results, round_: _Round) -> None:
         """Record what the solve placed on existing capacity (as Karpenter's ``Results.Record``).
 
-        Every placement joins the round's ``placed_existing``; pods placed on an in-flight node
-        of ours are added to its nominations (one patch per node), covered in the ledger, and
-        get a ``Nominated`` event. New nodes' nominations travel with their Node
-        (:meth:`_merge`).
+        Every placement joins the round's ``placed_existing``, and its node counts as nominated
+        for the nomination window (:meth:`InFlightLedger.placed`; Karpenter's
+        ``NominateNodeForPod``); pods placed on an in-flight node of ours are added to its
+        nominations (one patch per node), covered in the ledger, and get a ``Nominated`` event.
+        New nodes' nominations travel with their Node (:meth:`_merge`).
         """
         nominate: dict[str, list[Pod]] = {}
         for placement in results.plan.existing:
@@ -587,6 +588,10 @@ class NodeProvisioner:
             node = results.nodes.get(placement.node)
             if round_.nominate and node is not None and node.in_flight and node.provisioner:
                 nominate.setdefault(placement.node, []).extend(placement.pods)
+        if round_.nominate and results.plan.existing:
+            now = self.clock.now()
+            self.ledger.placed((placement.node for placement in results.plan.existing), now,
+                               now + self.settings.batching.nomination_window_seconds)
         if not nominate:
             return
         placements = list(nominate.items())
