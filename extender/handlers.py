@@ -269,17 +269,29 @@ def _rejectable_nodes(
     return rejectable
 
 
+def _own_node_note(state: ExtenderState, pod: PodFacts, names: list[str]) -> str:
+    """For the "No node left" line: the node ``pod`` is nominated to, when kube-scheduler did not offer it.
+
+    ``""`` when the pod is nominated nowhere or its node was among the candidates ``names``.
+    """
+    node = state.nominated_node.get(pod.uid)
+    if node is None or node in names:
+        return ""
+    return f"; its nominated node {node} was not among the {len(names)} candidates"
+
+
 def _no_node_left(
     pod: PodFacts,
     failed: dict[str, str],
     unresolvable: dict[str, str],
     trigger: Trigger | None,
+    note: str = "",
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Our rules left ``pod`` no node: signal the provisioner, log, and return (failed, unresolvable).
 
     The trigger is not called for DaemonSet pods. When it returns without error, every reason
     gets :data:`PROVISIONING_SUFFIX`; a failing trigger is logged and the reasons stay as they
-    are (the controller's watch still sees the pod).
+    are (the controller's watch still sees the pod). ``note`` ends the log line.
     """
     signalled = False
     if trigger is not None and not pod.daemonset:
@@ -288,8 +300,8 @@ def _no_node_left(
             signalled = True
         except Exception:  # the signal is a fast path; the controller's watch is the real one
             log.exception("Provisioning trigger failed for pod %s", pod.key)
-    log.info("No node left for pod %s after Groupless' rules (%s)%s", pod.key, _summary(failed, unresolvable),
-             "; signalled the provisioner" if signalled else "")
+    log.info("No node left for pod %s after Groupless' rules (%s)%s%s", pod.key, _summary(failed, unresolvable),
+             note, "; signalled the provisioner" if signalled else "")
     if signalled:
         failed = {k: v + PROVISIONING_SUFFIX for k, v in failed.items()}
         unresolvable = {k: v + PROVISIONING_SUFFIX for k, v in unresolvable.items()}
@@ -330,7 +342,7 @@ def filter(  # noqa: A001 - the extender verb's name
     if rejected and not survivors and awaited is not None:
         log.debug("Pod %s waits for node %s, launched for it", pod.key, awaited)
     elif rejected and not survivors:
-        failed, unresolvable = _no_node_left(pod, failed, unresolvable, trigger)
+        failed, unresolvable = _no_node_left(pod, failed, unresolvable, trigger, _own_node_note(state, pod, names))
     elif rejected and log.isEnabledFor(logging.DEBUG):
         log.debug("Filtered pod %s: %d of %d node(s) rejected (%s)", pod.key, rejected, len(names),
                   _summary(failed, unresolvable))

@@ -242,3 +242,14 @@ def test_a_pod_that_follows_other_pods_is_not_held_by_a_node_without_room_for_it
     late["spec"]["nodeName"] = N2
     late["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "3"}}
     assert handlers.filter(names_request(FIRST, CANDIDATES, data), state(data), now()) == FREE
+
+
+def test_no_node_left_names_the_nominated_node_kube_scheduler_did_not_offer(caplog: pytest.LogCaptureFixture) -> None:
+    # N2 is Ready: the pod may go elsewhere, but the only candidate offered is being disrupted
+    with caplog.at_level("INFO", logger="groupless.extender"):
+        answer = handlers.filter(names_request(FIRST, [N3]), state(cluster()), now(), lambda uid: None)
+    assert answer["NodeNames"] == []
+    assert caplog.messages == [
+        f"No node left for pod default/{FIRST} after Groupless' rules (1 node is being disrupted); its nominated "
+        f"node {N2} was not among the 1 candidates; signalled the provisioner"
+    ]
