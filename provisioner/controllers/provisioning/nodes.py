@@ -130,7 +130,9 @@ def node_manifest(
 ) -> dict[str, Any]:
     """The Node object for ``machine`` (see the module docstring for each field).
 
-    Annotations: the machine's (what its provider needs on the Node), then the settings' extras.
+    Annotations: the machine's (what its provider needs on the Node), then the settings' extras;
+    ``groupless.dev/node-request`` names the node request it was launched for (its idempotency
+    token), so a later round can tell its own launch from an earlier one for the same pods.
     """
     annotations = {**machine.annotations, **extra_annotations}
     if nominations is not None:
@@ -140,6 +142,8 @@ def node_manifest(
         annotations[wk.PRICE_ANNOTATION] = f"{price:.6f}"
     if machine.launch_time:
         annotations[wk.LAUNCHED_AT_ANNOTATION] = machine.launch_time
+    if machine.node_request_id:
+        annotations[wk.NODE_REQUEST_TAG] = machine.node_request_id
     metadata: dict[str, Any] = {
         "name": machine.name,
         "labels": node_labels(provisioner, machine, instance_type, planned_labels, extra_labels),

@@ -192,6 +192,8 @@ class _Round:
     purpose: RoundPurpose = RoundPurpose.PENDING
     #: Applied to each plan before its launches (a replacement round's narrowing of options).
     adjust: Callable[[Plan], Plan] | None = None
+    #: Node request id -> the name of the Node launched for it (:meth:`NodeProvisioner._launched_before`).
+    request_nodes: dict[str, str] | None = None
 
     @property
     def nominate(self) -> bool:
@@ -549,17 +551,39 @@ class NodeProvisioner:
         displaced_from = self.ledger.displaced_from(p.uid for p in planned.pods)
         if displaced_from:  # a new node, not the full one launched for these pods before
             salt += "|displaced:" + ",".join(displaced_from)
-        request = node_request(
-            provisioner,
-            planned,
-            node_request_id(provisioner, (p.uid for p in planned.pods), attempt, salt=salt),
-            self.settings.nodes.labels,
-            options,
-        )
+        request_id = node_request_id(provisioner, (p.uid for p in planned.pods), attempt, salt=salt)
+        earlier = self._launched_before(request_id, round_) if round_.nominate else None
+        if earlier is not None:
+            # the id's node is an earlier launch for these pods whose nominations ended (expired,
+            # or the node was refilled): its idempotency token would hand that node back
+            log.info("Node %s was launched for the same pods before and no longer holds them; launching anew",
+                     earlier, extra={"provisioner": provisioner.name})
+            request_id = node_request_id(provisioner, (p.uid for p in planned.pods), attempt,
+                                         salt=salt + "|relaunch:" + earlier)
+        request = node_request(provisioner, planned, request_id, self.settings.nodes.labels, options)
         if largest is not None:  # until its Node is written (then its capacity counts) or it fails
             self.ledger.reserve(request.id, provisioner.name, largest)
             round_.reservations.add(request.id)
         return request
+
+    def _launched_before(self, request_id: str, round_: _Round) -> str | None:
+        """The Node an earlier launch made for node request ``request_id``, or None (pending rounds ask).
+
+        A request id is stable for its Provisioner and pods (:func:`node_request_id`), and the
+        cloud provider answers a request it has seen with the instance it launched then (EC2's
+        ``ClientToken``, the kwok provider's Node names). Pods that are planned again cannot be
+        held by that node (held pods are not provisionable): its nominations ended, by their
+        deadline or because other pods filled it, so the id must change. Read from the round's
+        node views (the cache's, with our own writes), indexed once per round by their
+        ``groupless.dev/node-request`` annotation (a label on kwok's Nodes).
+        """
+        if round_.request_nodes is None:
+            round_.request_nodes = {
+                request: name for name, view in self.inputs.nodes(round_.snapshot).items()
+                if (request := view.labels.get(wk.NODE_REQUEST_TAG)
+                    or objects.annotations_of(view.node).get(wk.NODE_REQUEST_TAG))
+            }
+        return round_.request_nodes.get(request_id)
 
     def _limit_exceeded(
         self, provisioner: Provisioner, planned: PlannedNode, reason: str, round_: _Round

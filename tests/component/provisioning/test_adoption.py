@@ -90,9 +90,13 @@ def uids(pods):
 
 
 def without_nominations(node):
-    """What a Node says about its instance: labels, annotations but nominations, taints, capacity, owner, finalizers."""
+    """What a Node says about its instance: labels, annotations, taints, capacity, owner, finalizers.
+
+    Nominations and the node request (both derive from the pods' UIDs, which differ between twins) aside.
+    """
     meta = node["metadata"]
-    annotations = {k: v for k, v in meta.get("annotations", {}).items() if k != wk.NOMINATIONS_ANNOTATION}
+    per_launch = {wk.NOMINATIONS_ANNOTATION, wk.NODE_REQUEST_TAG}
+    annotations = {k: v for k, v in meta.get("annotations", {}).items() if k not in per_launch}
     owners = [{k: v for k, v in o.items() if k != "uid"} for o in meta.get("ownerReferences", [])]
     return (meta["name"], meta["labels"], annotations, owners, meta["finalizers"], node["spec"], node["status"])
 
@@ -118,6 +122,7 @@ def test_a_launch_cut_off_before_its_node_is_adopted_and_its_pods_use_it():
     twin.controller.reconcile()
     [expected] = twin.nodes()
     assert without_nominations(node) == without_nominations(expected)
+    assert node["metadata"]["annotations"][wk.NODE_REQUEST_TAG] == machine.node_request_id
     labels, taints = node["metadata"]["labels"], node["spec"]["taints"]
     assert labels["workload"] == "web" and labels["team"] == "checkout" and labels[wk.PROVISIONER_NAME] == "default"
     assert STARTUP_TAINT in taints and {"key": wk.NOT_READY_TAINT_KEY, "effect": "NoSchedule"} in taints
