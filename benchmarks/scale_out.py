@@ -367,6 +367,44 @@ def node_figures(state: ClusterState) -> NodeFigures:
     return figures
 
 
+def stragglers(state: ClusterState, now: float, limit: int = 12) -> tuple[int, list[str]]:
+    """The benchmark's pods not Running at the end, and for up to ``limit`` of them why.
+
+    Returns (how many, one line per pod shown): the pod, where it is bound, its
+    ``PodScheduled`` condition's reason and message (kube-scheduler's last word), and the node
+    whose ``groupless.dev/nominations`` names it, with that node's state (Ready, starting,
+    cordoned, marked for deletion), whether the nomination still holds at ``now`` (epoch
+    seconds) and the node's free room beside its bound pods. A pod no node nominates says so.
+    """
+    snapshot = state.snapshot()
+    views = state.node_views.nodes(snapshot)
+    nominated_to = {uid: view for view in views.values() for uid in view.nominations.pods}
+    waiting = [pod for pod in snapshot.pods.values()
+               if (pod.get("metadata") or {}).get("labels", {}).get(DISCOVERY_LABEL[0]) == DISCOVERY_LABEL[1]
+               and (pod.get("status") or {}).get("phase") != "Running"]
+    waiting.sort(key=lambda pod: str((pod.get("metadata") or {}).get("name")))
+    lines = []
+    for pod in waiting[:limit]:
+        meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+        uid = str(meta.get("uid"))
+        condition: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+        line = (f"{meta.get('name')}: node {spec.get('nodeName') or '-'}, PodScheduled "
+                f"{condition.get('status', '?')} {condition.get('reason', '')} {condition.get('message', '')!r}")
+        view = nominated_to.get(uid)
+        if view is None:
+            line += "; nominated nowhere"
+        else:
+            held = uid in view.held(snapshot.pods, now).pods
+            free = view.allocatable - view.requested
+            line += (f"; nominated to {view.name} (ready {view.ready}, starting {view.starting}, "
+                     f"cordoned {view.cordoned}, marked for deletion {view.marked_for_deletion}, "
+                     f"holds {held}, deadline in {view.nominations.deadline - now:.0f} s, "
+                     f"{len(view.nominations.pods)} nominated, {len(view.pods)} bound, "
+                     f"free cpu {free.get(CPU)}m memory {free.get(MEMORY) // MIB} MiB)")
+        lines.append(line)
+    return len(waiting), lines
+
+
 # ---------------------------------------------------------------------------- metrics
 Histogram = dict[str, Any]  # {"buckets": [(le, cumulative count)], "sum": float, "count": float}
 
@@ -640,6 +678,17 @@ class Result:
     profile_samples: int = 0
     profile_own: list[tuple[str, int]] = field(default_factory=list)
     profile_total: list[tuple[str, int]] = field(default_factory=list)
+    controller_env: dict[str, str] = field(default_factory=dict)
+    not_running: int = 0
+    stragglers: list[str] = field(default_factory=list)
+
+
+def controller_variable(text: str) -> tuple[str, str]:
+    """``GROUPLESS_NAME=VALUE`` -> (name, value); raises ValueError naming the text otherwise."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.startswith("GROUPLESS_"):
+        raise ValueError(f"expected GROUPLESS_NAME=VALUE, got {text!r}")
+    return name, value
 
 
 def parse_gates(text: str) -> dict[str, bool]:
@@ -690,8 +739,11 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> Result:
         settings = replace(settings, scheduler_feature_gates=parse_gates(args.scheduler_feature_gates))
     if args.percentage_of_nodes_to_score is not None:
         settings = replace(settings, percentage_of_nodes_to_score=args.percentage_of_nodes_to_score or None)
+    if args.controller_env:
+        settings = replace(settings, controller_env=dict(args.controller_env))
     result.scheduler_settings = {"feature_gates": dict(settings.scheduler_feature_gates),
                                  "percentage_of_nodes_to_score": settings.percentage_of_nodes_to_score}
+    result.controller_env = dict(settings.controller_env)
     cluster = LocalCluster(args.name or f"scale-out-{args.cloud_provider}", settings)
     with benchmark_cluster(cluster, args.keep, say):
         try:
@@ -740,6 +792,7 @@ def measure(cluster: LocalCluster, args: argparse.Namespace, result: Result, say
     result.half_running_seconds = watch.time_to(0.5)
     result.ninety_running_seconds = watch.time_to(0.9)
     result.nodes = node_figures(watch.state)
+    result.not_running, result.stragglers = stragglers(watch.state, time.time())
     result.controller_p95_rss_mib = percentile(sampler.rss, 0.95) / MIB
     result.controller_max_rss_mib = max(sampler.rss, default=0) / MIB
     cores = sampler.cores()
@@ -781,6 +834,8 @@ def summary(result: Result) -> list[str]:
         f"at end {' '.join(f'{x:.2f}' for x in result.load_average_end)} (2 cores, shared machine)",
         f"kube-scheduler:     feature gates {result.scheduler_settings.get('feature_gates') or 'default'}, "
         f"percentageOfNodesToScore {result.scheduler_settings.get('percentage_of_nodes_to_score') or 'default'}",
+        "controller:         " + (", ".join(f"{k}={v}" for k, v in sorted(result.controller_env.items()))
+                                  or "the local cluster's settings"),
         f"all Running:        {_seconds(result.running_seconds)} ({result.running_pods}/{result.pods} Running at the end)",
         f"first node:         {_seconds(result.first_node_seconds)}; 50 % Running {_seconds(result.half_running_seconds)}; "
         f"90 % Running {_seconds(result.ninety_running_seconds)}",
@@ -818,6 +873,9 @@ def summary(result: Result) -> list[str]:
     for verb, entry in sorted(s.extender_server.items()):
         lines.append(f"extender /{verb}:   {entry['count']:.0f} requests, mean {entry['sum'] / entry['count'] * 1000:.1f} ms "
                      "(server side)")
+    if result.stragglers:
+        lines.append(f"not Running:        {result.not_running} pods; the first {len(result.stragglers)}:")
+        lines += [f"  {line}" for line in result.stragglers]
     if result.profile_samples:
         lines.append(f"controller profile: {result.profile_samples} samples (py-spy, 50 Hz, busy threads)")
         lines.append("  own samples (top of the stack):")
@@ -860,6 +918,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--percentage-of-nodes-to-score", type=int, default=None, metavar="N",
                         help="kube-scheduler's percentageOfNodesToScore (0: its adaptive default; "
                         "default: the local cluster's, adaptive)")
+    parser.add_argument("--controller-env", type=controller_variable, action="append", default=[],
+                        metavar="GROUPLESS_NAME=VALUE",
+                        help="a setting of the controller for this run (repeatable), e.g. "
+                        "GROUPLESS_UNTRIED_POD_GRACE=5 or GROUPLESS_LOG_LEVEL=debug; default: the local cluster's")
     args = parser.parse_args(argv)
     if args.pods < 2:
         parser.error(f"--pods must be at least 2, got {args.pods}")
