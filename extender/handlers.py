@@ -269,13 +269,17 @@ def _rejectable_nodes(
     return rejectable
 
 
-def _own_node_note(state: ExtenderState, pod: PodFacts, names: list[str]) -> str:
+def _own_node_note(state: ExtenderState, pod: PodFacts, names: list[str], now: float) -> str:
     """For the "No node left" line: the node ``pod`` is nominated to, when kube-scheduler did not offer it.
 
-    ``""`` when the pod is nominated nowhere or its node was among the candidates ``names``.
+    ``""`` when the pod holds no nomination at ``now`` (epoch seconds) or its node was among the
+    candidates ``names``.
     """
     node = state.nominated_node.get(pod.uid)
     if node is None or node in names:
+        return ""
+    reservation = state.reservation(node, now)
+    if reservation is None or pod.uid not in reservation.uids:
         return ""
     return f"; its nominated node {node} was not among the {len(names)} candidates"
 
@@ -342,7 +346,7 @@ def filter(  # noqa: A001 - the extender verb's name
     if rejected and not survivors and awaited is not None:
         log.debug("Pod %s waits for node %s, launched for it", pod.key, awaited)
     elif rejected and not survivors:
-        failed, unresolvable = _no_node_left(pod, failed, unresolvable, trigger, _own_node_note(state, pod, names))
+        failed, unresolvable = _no_node_left(pod, failed, unresolvable, trigger, _own_node_note(state, pod, names, now))
     elif rejected and log.isEnabledFor(logging.DEBUG):
         log.debug("Filtered pod %s: %d of %d node(s) rejected (%s)", pod.key, rejected, len(names),
                   _summary(failed, unresolvable))

@@ -95,6 +95,9 @@ from provisioner.state.solverinput import DECODE_ERRORS, ReadPods, active_provis
 
 log = logging.getLogger(__name__)
 
+#: Node request ids of one relaunch chain tried at most (:meth:`NodeProvisioner._unused_request_id`).
+MAX_RELAUNCHES = 16
+
 
 @dataclass(frozen=True)
 class LaunchedNode:
@@ -192,7 +195,7 @@ class _Round:
     purpose: RoundPurpose = RoundPurpose.PENDING
     #: Applied to each plan before its launches (a replacement round's narrowing of options).
     adjust: Callable[[Plan], Plan] | None = None
-    #: Node request id -> the name of the Node launched for it (:meth:`NodeProvisioner._launched_before`).
+    #: Node request id -> the name of the Node launched for it (:meth:`NodeProvisioner._unused_request_id`).
     request_nodes: dict[str, str] | None = None
 
     @property
@@ -552,38 +555,45 @@ class NodeProvisioner:
         if displaced_from:  # a new node, not the full one launched for these pods before
             salt += "|displaced:" + ",".join(displaced_from)
         request_id = node_request_id(provisioner, (p.uid for p in planned.pods), attempt, salt=salt)
-        earlier = self._launched_before(request_id, round_) if round_.nominate else None
-        if earlier is not None:
-            # the id's node is an earlier launch for these pods whose nominations ended (expired,
-            # or the node was refilled): its idempotency token would hand that node back
-            log.info("Node %s was launched for the same pods before and no longer holds them; launching anew",
-                     earlier, extra={"provisioner": provisioner.name})
-            request_id = node_request_id(provisioner, (p.uid for p in planned.pods), attempt,
-                                         salt=salt + "|relaunch:" + earlier)
+        if round_.nominate:
+            request_id = self._unused_request_id(request_id, planned, provisioner, attempt, salt, round_)
         request = node_request(provisioner, planned, request_id, self.settings.nodes.labels, options)
         if largest is not None:  # until its Node is written (then its capacity counts) or it fails
             self.ledger.reserve(request.id, provisioner.name, largest)
             round_.reservations.add(request.id)
         return request
 
-    def _launched_before(self, request_id: str, round_: _Round) -> str | None:
-        """The Node an earlier launch made for node request ``request_id``, or None (pending rounds ask).
+    def _unused_request_id(self, request_id: str, planned: PlannedNode, provisioner: Provisioner, attempt: int,
+                           salt: str, round_: _Round) -> str:
+        """``request_id``, or the first id of its relaunch chain that names no live Node (pending rounds ask).
 
         A request id is stable for its Provisioner and pods (:func:`node_request_id`), and the
         cloud provider answers a request it has seen with the instance it launched then (EC2's
         ``ClientToken``, the kwok provider's Node names). Pods that are planned again cannot be
-        held by that node (held pods are not provisionable): its nominations ended, by their
-        deadline or because other pods filled it, so the id must change. Read from the round's
-        node views (the cache's, with our own writes), indexed once per round by their
-        ``groupless.dev/node-request`` annotation (a label on kwok's Nodes).
+        held by a Node launched under that id (held pods are not provisionable): its
+        nominations ended, by their deadline or because other pods filled it, so the request
+        must change. The next id is salted with the one before (``relaunch:<id>``), so the
+        chain depends on which ids name a Node and nothing else: pods planned a third time
+        skip both earlier nodes. Nodes being deleted do not count (the providers launch anew
+        for an id whose instance is going). Read from the round's node views (the cache's, with
+        our own writes), indexed once per round by their ``groupless.dev/node-request``
+        annotation (a label on kwok's Nodes); at most :data:`MAX_RELAUNCHES` steps.
         """
         if round_.request_nodes is None:
             round_.request_nodes = {
                 request: name for name, view in self.inputs.nodes(round_.snapshot).items()
-                if (request := view.labels.get(wk.NODE_REQUEST_TAG)
-                    or objects.annotations_of(view.node).get(wk.NODE_REQUEST_TAG))
+                if not view.deleting and (request := view.labels.get(wk.NODE_REQUEST_TAG)
+                                          or objects.annotations_of(view.node).get(wk.NODE_REQUEST_TAG))
             }
-        return round_.request_nodes.get(request_id)
+        for _ in range(MAX_RELAUNCHES):
+            earlier = round_.request_nodes.get(request_id)
+            if earlier is None:
+                break
+            log.info("Node %s was launched for the same pods before and no longer holds them; launching anew",
+                     earlier, extra={"provisioner": provisioner.name})
+            request_id = node_request_id(provisioner, (p.uid for p in planned.pods), attempt,
+                                         salt=salt + "|relaunch:" + request_id)
+        return request_id
 
     def _limit_exceeded(
         self, provisioner: Provisioner, planned: PlannedNode, reason: str, round_: _Round

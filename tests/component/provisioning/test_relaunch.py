@@ -43,3 +43,41 @@ def test_pods_whose_nominations_expired_on_a_node_others_filled_get_a_new_node()
     assert len(cluster.cloud.create_calls) == 2
     assert cluster.controller.provisioner.provisionable(cluster.state.snapshot()) == []
 
+
+
+def test_pods_planned_a_third_time_skip_both_earlier_nodes():
+    cluster = Cluster()
+    pods = [cluster.pending_pod(cpu="1"), cluster.pending_pod(cpu="1")]
+    uids = sorted(p["metadata"]["uid"] for p in pods)
+    launched = []
+    for _ in range(3):
+        result = cluster.controller.reconcile()
+        (node,) = result.nodes
+        assert nominated(cluster, node) == uids
+        launched.append((node, result.launched[0].machine.node_request_id))
+        # the nominations run out, then another pod fills the node
+        cluster.clock.advance(1200)
+        filler = cluster.pending_pod(cpu="3")
+        cluster.api.patch("Pod", filler["metadata"]["name"], {"spec": {"nodeName": node}}, "default")
+
+    assert len({node for node, _ in launched}) == 3
+    assert len({request for _, request in launched}) == 3
+    assert len(cluster.cloud.create_calls) == 3
+
+
+def test_a_node_being_deleted_does_not_change_the_request():
+    """The providers launch anew for an id whose instance is going: the request keeps its id."""
+    cluster = Cluster()
+    cluster.pending_pod(cpu="1")
+    first = cluster.controller.reconcile()
+    (old,) = first.nodes
+    cluster.clock.advance(1200)
+    filler = cluster.pending_pod(cpu="3")
+    cluster.api.patch("Pod", filler["metadata"]["name"], {"spec": {"nodeName": old}}, "default")
+    cluster.api.delete("Node", old)  # held by the termination finalizer: being deleted
+    assert cluster.api.get("Node", old)["metadata"]["deletionTimestamp"]
+
+    cluster.controller.reconcile()
+
+    first_request, second_request = cluster.cloud.create_calls
+    assert second_request.id == first_request.id == first.launched[0].machine.node_request_id

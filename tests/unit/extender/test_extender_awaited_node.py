@@ -253,3 +253,12 @@ def test_no_node_left_names_the_nominated_node_kube_scheduler_did_not_offer(capl
         f"No node left for pod default/{FIRST} after Groupless' rules (1 node is being disrupted); its nominated "
         f"node {N2} was not among the 1 candidates; signalled the provisioner"
     ]
+
+
+def test_no_node_left_names_no_nomination_past_its_deadline(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="groupless.extender"):
+        handlers.filter(names_request(FIRST, [N3]), state(cluster()), now() + 300, lambda uid: None)
+    assert caplog.messages == [
+        f"No node left for pod default/{FIRST} after Groupless' rules (1 node is being disrupted); "
+        "signalled the provisioner"
+    ]
