@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from itertools import compress
 from operator import not_
@@ -185,14 +185,12 @@ def reservation_blocks(
     reservation = state.reservation(name, now)
     if reservation is None or pod.daemonset or pod.uid in reservation.uids:
         return False
-    free, held = reservation.free, reservation.held
+    left = reservation.left
     if assumed is not None:
-        held = held + assumed.on(name, now, pod.uid, state.settled)
-    for resource, wanted in pod.requests.items():
-        available = free.get(resource)
-        if wanted <= available and wanted > available - held.get(resource):
-            return True
-    return False
+        passed = assumed.on(name, now, pod.uid, state.settled)
+        if passed:
+            left = left - passed
+    return pod.requests.short_only_within(reservation.free, left)
 
 
 def awaited_node(
@@ -250,12 +248,15 @@ def _summary(failed: Mapping[str, str], unresolvable: Mapping[str, str]) -> str:
 
 
 def _rejectable_nodes(
-    state: ExtenderState, pod: PodFacts, now: float, assumed: AssumedPods | None = None
+    state: ExtenderState, pod: PodFacts, now: float, names: Collection[str], assumed: AssumedPods | None = None
 ) -> dict[str, tuple[str, bool]]:
-    """Every node of the cluster our rules reject for ``pod``: node name -> (reason, unresolvable).
+    """The nodes our rules reject for ``pod``: node name -> (reason, unresolvable).
 
     Built from the state's indexes (mark verdicts, nodes by Provisioner, nominated nodes), so
-    the filter looks each candidate name up once. ``now``: epoch seconds (nomination deadlines).
+    the filter looks each candidate name up once. Marked nodes and nodes of a Provisioner the
+    pod violates are listed cluster-wide (dict operations); reservations, which cost a
+    computation each, are judged for the candidates ``names`` and the pod's own nominated node
+    only (in a burst every node holds nominations). ``now``: epoch seconds (nomination deadlines).
     """
     rejectable: dict[str, tuple[str, bool]] = dict(state.mark_verdicts)
     for provisioner_name, members in state.by_provisioner.items():
@@ -263,7 +264,15 @@ def _rejectable_nodes(
         reason = provisioner_violation(provisioner, pod) if provisioner is not None else None
         if reason is not None:
             rejectable.update(dict.fromkeys(members, (reason, True)))
-    for name in state.nominated:
+    nominated = state.nominated
+    if len(names) < len(nominated):
+        judged = [name for name in names if name in nominated]
+        own = state.nominated_node.get(pod.uid)
+        if own is not None:
+            judged.append(own)
+    else:
+        judged = list(nominated)
+    for name in judged:
         if name not in rejectable and reservation_blocks(state, name, pod, now, assumed):
             rejectable[name] = (REASON_RESERVED, False)
     return rejectable
@@ -334,7 +343,7 @@ def filter(  # noqa: A001 - the extender verb's name
     request = decode_args(args)
     pod = pod_facts(request.pod)
     names = request.names
-    rejectable = _rejectable_nodes(state, pod, now, assumed)
+    rejectable = _rejectable_nodes(state, pod, now, names, assumed)
     awaited = awaited_node(state, pod, names, rejectable, now)
     if awaited is not None:
         survivors, failed, unresolvable, passes = _verdicts_waiting(names, awaited, rejectable)

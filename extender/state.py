@@ -170,13 +170,20 @@ class Reservation:
 
     ``deadline``: epoch seconds after which none holds. ``uids``: the nominated pods.
     ``held``: what they request together (a ``pods`` slot each). ``free``: the node's
-    allocatable minus what its bound pods request.
+    allocatable minus what its bound pods request. ``left``: ``free`` minus ``held``, what the
+    node has for other pods.
     """
 
     deadline: float
     uids: frozenset[str]
     held: Resources
     free: Resources
+    left: Resources = field(default_factory=Resources)
+
+    @classmethod
+    def of(cls, deadline: float, uids: frozenset[str], held: Resources, free: Resources) -> Reservation:
+        """A reservation with its ``left`` worked out."""
+        return cls(deadline, uids, held, free, free - held)
 
     def holds(self, now: float) -> bool:
         """True while the reservation is in force at ``now`` (epoch seconds)."""
@@ -252,7 +259,7 @@ class ExtenderState:
             # the deadline is checked per request (it depends on the time); binding and deletion here
             active = nom.active(info.nominations, float("-inf"), self.ended_pod_uids)
             if active.pods:
-                reservations[name] = Reservation(
+                reservations[name] = Reservation.of(
                     info.nominations.deadline, frozenset(active.pods), nom.reserved(active),
                     info.allocatable - info.requested,
                 )

@@ -90,6 +90,19 @@ class Resources(Mapping[str, int]):
             merged[name] = merged.get(name, 0) - amount
         return Resources(merged)
 
+    def short_only_within(self, room: Resources, left: Resources) -> bool:
+        """True when some amount here fits in ``room`` but not in ``left`` (part of the room is taken).
+
+        The question a reservation asks of a pod: would the pod fit but for the part of the
+        node's free ``room`` that is held for others (``left`` = room minus what is held)? A
+        name absent from either counts as zero there.
+        """
+        room_get, left_get = room._items.get, left._items.get
+        for name, amount in self._items.items():
+            if amount <= room_get(name, 0) and amount > left_get(name, 0):
+                return True
+        return False
+
     def fits(self, capacity: Mapping[str, int]) -> bool:
         """True when every amount here is at most the same amount in ``capacity``.
 
