@@ -46,9 +46,12 @@ class Batching:
     max_pods: int = 2000
     #: Seconds after its creation that a pod kube-scheduler has not tried yet (no
     #: ``PodScheduled`` condition) is provisioned for anyway: kube-scheduler is backlogged
-    #: (:func:`provisioner.model.pods.waits_for_first_attempt`). 0 (the default, Karpenter's
-    #: rule): only pods it marked Unschedulable.
-    untried_grace_seconds: float = 0.0
+    #: (:func:`provisioner.model.pods.waits_for_first_attempt`). kube-scheduler tries a new pod
+    #: within milliseconds unless it is backlogged, so this acts only on large bursts, where its
+    #: first pass (each failed attempt waits for a status PATCH) is the pace: 5,000 pods ran in
+    #: 391 s with 5 s against 783 s with 0 on the local cluster. 0: Karpenter's rule, only pods
+    #: it marked Unschedulable.
+    untried_grace_seconds: float = 5.0
 
     @property
     def untried_grace(self) -> float | None:
@@ -372,7 +375,7 @@ _OPTIONS: tuple[_Option, ...] = (
             "longest a batch stays open, seconds"),
     _Option("untried_pod_grace", ("batching", "untried_grace_seconds"), _parse_duration,
             "seconds after which a pending pod kube-scheduler has not tried yet is provisioned for anyway "
-            "(kube-scheduler is backlogged); 0, the default: only pods it marked Unschedulable"),
+            "(kube-scheduler is backlogged); 0: only pods it marked Unschedulable, as Karpenter"),
     _Option("registration_timeout", ("nodes", "registration_timeout_seconds"), _parse_duration,
             "a node not Ready this many seconds after creation is terminated"),
     _Option("nomination_ttl", ("nodes", "nomination_ttl_seconds"), _parse_duration,

@@ -22,7 +22,7 @@ def untried_pod(cluster, name):
 
 
 def with_grace(seconds):
-    """The harness's settings with ``--untried-pod-grace`` set (off by default)."""
+    """The harness's settings with ``--untried-pod-grace`` set (5 s by default)."""
     return ProvisioningSettings(batching=Batching(untried_grace_seconds=seconds),
                                 nodes=NodeDefaults(annotations={"kwok.x-k8s.io/node": "fake"}))
 
@@ -55,9 +55,20 @@ def test_a_change_to_an_untried_pod_past_the_grace_opens_a_window():
     assert cluster.controller.batcher.is_open()
 
 
-def test_untried_pods_wait_for_kube_scheduler_by_default():
-    cluster = Cluster()
+def test_untried_pods_wait_for_kube_scheduler_with_the_grace_off():
+    cluster = Cluster(with_grace(0.0))
     untried_pod(cluster, "burst-1")
     cluster.clock.advance(600.0)
     assert cluster.controller.reconcile().pods == 0
     assert cluster.nodes() == []
+
+
+def test_the_default_grace_is_five_seconds():
+    assert ProvisioningSettings().batching.untried_grace == 5.0
+    cluster = Cluster()  # the harness's defaults
+    untried_pod(cluster, "burst-1")
+    cluster.clock.advance(4.9)
+    assert cluster.controller.reconcile().pods == 0
+    cluster.clock.advance(0.1)
+    assert cluster.controller.reconcile().pods == 1
+    assert len(cluster.nodes()) == 1

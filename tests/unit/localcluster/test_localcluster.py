@@ -100,7 +100,7 @@ def test_scheduler_config_points_the_extender_at_loopback_with_our_ca(
 
 def test_scheduler_tuning_comes_from_the_settings(tmp_path: Path, cluster_pki: pki.ClusterPKI) -> None:
     local = _local(tmp_path, cluster_pki)
-    assert "percentageOfNodesToScore" not in local.scheduler_config(with_extender=True)
+    assert local.scheduler_config(with_extender=True)["percentageOfNodesToScore"] == 100  # deploy/scheduler's
     assert local.scheduler_flags() == []
     tuned = LocalCluster("unit", Settings(scheduler_feature_gates={"SchedulerAsyncAPICalls": True, "B": False},
                                           percentage_of_nodes_to_score=100), directory=tmp_path)
@@ -108,6 +108,10 @@ def test_scheduler_tuning_comes_from_the_settings(tmp_path: Path, cluster_pki: p
     tuned.ports = dict(local.ports)
     assert tuned.scheduler_config(with_extender=True)["percentageOfNodesToScore"] == 100
     assert tuned.scheduler_flags() == ["--feature-gates=B=false,SchedulerAsyncAPICalls=true"]
+    adaptive = LocalCluster("unit", Settings(percentage_of_nodes_to_score=0), directory=tmp_path)
+    adaptive.pki = cluster_pki
+    adaptive.ports = dict(local.ports)
+    assert adaptive.scheduler_config(with_extender=True)["percentageOfNodesToScore"] == 0
 
 
 def test_webhook_configurations_get_loopback_urls_and_our_ca_bundle(
