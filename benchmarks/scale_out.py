@@ -738,7 +738,7 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> Result:
     if args.scheduler_feature_gates is not None:
         settings = replace(settings, scheduler_feature_gates=parse_gates(args.scheduler_feature_gates))
     if args.percentage_of_nodes_to_score is not None:
-        settings = replace(settings, percentage_of_nodes_to_score=args.percentage_of_nodes_to_score or None)
+        settings = replace(settings, percentage_of_nodes_to_score=args.percentage_of_nodes_to_score)
     if args.controller_env:
         settings = replace(settings, controller_env=dict(args.controller_env))
     result.scheduler_settings = {"feature_gates": dict(settings.scheduler_feature_gates),
@@ -809,6 +809,13 @@ def measure(cluster: LocalCluster, args: argparse.Namespace, result: Result, say
 
 
 # ---------------------------------------------------------------------------- the summary
+def _percentage(value: int | None) -> str:
+    """How kube-scheduler's percentageOfNodesToScore was set for the run."""
+    if value is None:
+        return "deploy/scheduler's (100)"
+    return "0 (adaptive)" if value == 0 else str(value)
+
+
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} s"
 
@@ -833,7 +840,7 @@ def summary(result: Result) -> list[str]:
         f"load average at start {' '.join(f'{x:.2f}' for x in result.load_average_start)}, "
         f"at end {' '.join(f'{x:.2f}' for x in result.load_average_end)} (2 cores, shared machine)",
         f"kube-scheduler:     feature gates {result.scheduler_settings.get('feature_gates') or 'default'}, "
-        f"percentageOfNodesToScore {result.scheduler_settings.get('percentage_of_nodes_to_score') or 'default'}",
+        f"percentageOfNodesToScore {_percentage(result.scheduler_settings.get('percentage_of_nodes_to_score'))}",
         "controller:         " + (", ".join(f"{k}={v}" for k, v in sorted(result.controller_env.items()))
                                   or "the local cluster's settings"),
         f"all Running:        {_seconds(result.running_seconds)} ({result.running_pods}/{result.pods} Running at the end)",
@@ -917,7 +924,7 @@ def main(argv: list[str] | None = None) -> int:
                         "('' for none; default: the local cluster's, none)")
     parser.add_argument("--percentage-of-nodes-to-score", type=int, default=None, metavar="N",
                         help="kube-scheduler's percentageOfNodesToScore (0: its adaptive default; "
-                        "default: the local cluster's, adaptive)")
+                        "default: deploy/scheduler's, 100)")
     parser.add_argument("--controller-env", type=controller_variable, action="append", default=[],
                         metavar="GROUPLESS_NAME=VALUE",
                         help="a setting of the controller for this run (repeatable), e.g. "
