@@ -215,15 +215,12 @@ def awaited_node(
     hold the pod: it may go wherever it fits. When the node is deleted, or the nomination ends
     (at the latest ``nomination_ttl`` after the node turned Ready), the pod is free again.
     """
-    node = state.nominated_node.get(pod.uid)
+    node = state.holding_node(pod.uid, now)
     if node is None or node in rejectable:
-        return None
-    reservation = state.reservation(node, now)
-    if reservation is None or pod.uid not in reservation.uids:
         return None
     if state.nodes[node].starting or node in names:
         return node
-    free = reservation.free
+    free = state.reservations[node].free
     if pod.follows_pods and all(wanted <= free.get(resource) for resource, wanted in pod.requests.items()):
         return node
     return None
@@ -264,14 +261,10 @@ def _rejectable_nodes(
         reason = provisioner_violation(provisioner, pod) if provisioner is not None else None
         if reason is not None:
             rejectable.update(dict.fromkeys(members, (reason, True)))
-    nominated = state.nominated
-    if len(names) < len(nominated):
-        judged = [name for name in names if name in nominated]
-        own = state.nominated_node.get(pod.uid)
-        if own is not None:
-            judged.append(own)
-    else:
-        judged = list(nominated)
+    judged = set(names).intersection(state.nominated)
+    own = state.nominated_node.get(pod.uid)
+    if own is not None:
+        judged.add(own)
     for name in judged:
         if name not in rejectable and reservation_blocks(state, name, pod, now, assumed):
             rejectable[name] = (REASON_RESERVED, False)
@@ -284,11 +277,8 @@ def _own_node_note(state: ExtenderState, pod: PodFacts, names: list[str], now: f
     ``""`` when the pod holds no nomination at ``now`` (epoch seconds) or its node was among the
     candidates ``names``.
     """
-    node = state.nominated_node.get(pod.uid)
+    node = state.holding_node(pod.uid, now)
     if node is None or node in names:
-        return ""
-    reservation = state.reservation(node, now)
-    if reservation is None or pod.uid not in reservation.uids:
         return ""
     return f"; its nominated node {node} was not among the {len(names)} candidates"
 
@@ -470,10 +460,7 @@ def prioritize(
     """
     request = decode_args(args)
     pod = pod_facts(request.pod)
-    nominated_to = state.nominated_node.get(pod.uid)
-    holding = state.reservation(nominated_to, now) if nominated_to is not None else None
-    if holding is None or pod.uid not in holding.uids:
-        nominated_to = None
+    nominated_to = state.holding_node(pod.uid, now)
     pod_cpu, pod_memory = pod.requests.get(CPU), pod.requests.get(MEMORY)
     rows, nominated = state.score_rows, state.nominated
     horizon_end = now + expiry_horizon

@@ -178,12 +178,11 @@ class Reservation:
     uids: frozenset[str]
     held: Resources
     free: Resources
-    left: Resources = field(default_factory=Resources)
+    left: Resources = field(init=False)
 
-    @classmethod
-    def of(cls, deadline: float, uids: frozenset[str], held: Resources, free: Resources) -> Reservation:
-        """A reservation with its ``left`` worked out."""
-        return cls(deadline, uids, held, free, free - held)
+    def __post_init__(self) -> None:
+        # worked out once: the filter asks every candidate's reservation about every pod
+        object.__setattr__(self, "left", self.free - self.held)
 
     def holds(self, now: float) -> bool:
         """True while the reservation is in force at ``now`` (epoch seconds)."""
@@ -259,7 +258,7 @@ class ExtenderState:
             # the deadline is checked per request (it depends on the time); binding and deletion here
             active = nom.active(info.nominations, float("-inf"), self.ended_pod_uids)
             if active.pods:
-                reservations[name] = Reservation.of(
+                reservations[name] = Reservation(
                     info.nominations.deadline, frozenset(active.pods), nom.reserved(active),
                     info.allocatable - info.requested,
                 )
@@ -288,6 +287,14 @@ class ExtenderState:
         """Node ``name``'s reservation if one holds at ``now``."""
         reservation = self.reservations.get(name)
         return reservation if reservation is not None and reservation.holds(now) else None
+
+    def holding_node(self, uid: str, now: float) -> str | None:
+        """The node pod ``uid`` is nominated to while its nomination holds at ``now`` (epoch seconds), else None."""
+        node = self.nominated_node.get(uid)
+        if node is None:
+            return None
+        reservation = self.reservation(node, now)
+        return node if reservation is not None and uid in reservation.uids else None
 
 
 EMPTY_STATE = ExtenderState()
