@@ -28,11 +28,11 @@ Terminating pods still count as occupants (they have not left), and so do pods t
 nominated for: named by ``groupless.dev/nominations`` until its deadline (a node launched for
 pods that are about to be bound), or placed there by a provisioning round within the last
 nomination window (Karpenter's ``IsNominated``: pending pods the solver put on an existing node
-wait in kube-scheduler's queue, and would find the node gone). Nor is a replacement while the node it replaces exists
-(:mod:`provisioner.model.replacements`): its pods are still on the old node, held back by a
-PodDisruptionBudget or by slow start-up, and retiring it would send them Pending and launch
-another node for the same disruption. It carries a ``Replacing`` event naming that node while it
-waits.
+wait in kube-scheduler's queue, and would find the node gone). Nor is a replacement while the
+node it replaces exists (:mod:`provisioner.model.replacements`): its pods are still on the old
+node, held back by a PodDisruptionBudget or by slow start-up, and retiring it would send them
+Pending and launch another node for the same disruption. It carries a ``Replacing`` event
+naming that node while it waits.
 """
 
 from __future__ import annotations

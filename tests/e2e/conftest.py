@@ -24,7 +24,7 @@ from localcluster.cluster import ClusterError, LocalCluster, Settings
 #: worst case: the burst (300 s for 200 pods Running, 120 s for them to go, 180 s for the nodes),
 #: the replacement drain (pods Running, expiry, a drain the PDB holds for over a minute, clean-up)
 #: and the demo's replay (five steps, each waiting up to 120-180 s). The first test also pays
-#: for the session cluster's start.
+#: for the start of the cluster the whole test run shares.
 E2E_TIMEOUT_SECONDS = 900
 
 
@@ -70,7 +70,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[LocalCluster]:
-    """A running local cluster (Groupless included when installed), stopped after the session."""
+    """A running local cluster (Groupless included when installed), stopped once the test run ends (pytest session scope)."""
     global _failure
     if _failure:
         pytest.fail(_failure, pytrace=False)

@@ -1,4 +1,4 @@
-"""``groupless demo``'s replay, on the session's cluster: the narration a new user reads."""
+"""``groupless demo``'s replay, on the cluster the whole test run shares: the narration a new user reads."""
 
 from __future__ import annotations
 

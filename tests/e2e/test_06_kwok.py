@@ -1,7 +1,7 @@
 """The kwok cloud provider on the real control plane: a burst runs on kwok Nodes with no EC2 (no moto).
 
 This module starts its own local cluster (``Settings(cloud_provider="kwok")``); its ``cluster``
-fixture replaces the session's moto-backed one here, so the failure hook of ``conftest.py``
+fixture replaces the moto-backed one the rest of the test run shares, so the failure hook of ``conftest.py``
 still attaches the Groupless logs.
 """
 

@@ -80,7 +80,7 @@ def make_settings(account: SeededAccount, **overrides) -> AWSSettings:
 
 @pytest.fixture(scope="session")
 def catalog():
-    """One fetched EC2 catalog for the session (seconds to fetch from moto); providers share it."""
+    """One EC2 catalog fetched for the whole test run (seconds to fetch from moto); providers share it."""
     return RawCatalog()
 
 
