@@ -81,6 +81,7 @@ from provisioner.controllers.provisioning.nominations import NodeNominations
 from provisioner.kube.api import KubeAPI, Object
 from provisioner.kube.events import EventRecorder
 from provisioner.model import labels as wk
+from provisioner.model import nominations as nom
 from provisioner.model import objects
 from provisioner.model.quantity import format_quantity
 from provisioner.model.resources import Resources
@@ -91,6 +92,7 @@ from provisioner.scheduling.solver import Plan, PlannedNode, SolverInput
 from provisioner.settings import ProvisioningSettings
 from provisioner.state.cluster import Snapshot
 from provisioner.state.inflight import InFlightLedger
+from provisioner.state.nodes import StateNode
 from provisioner.state.solverinput import DECODE_ERRORS, ReadPods, active_provisioners, read_pods
 
 log = logging.getLogger(__name__)
@@ -195,8 +197,8 @@ class _Round:
     purpose: RoundPurpose = RoundPurpose.PENDING
     #: Applied to each plan before its launches (a replacement round's narrowing of options).
     adjust: Callable[[Plan], Plan] | None = None
-    #: Node request id -> the name of the Node launched for it (:meth:`NodeProvisioner._unused_request_id`).
-    request_nodes: dict[str, str] | None = None
+    #: Node request id -> the view of the Node launched for it (:meth:`NodeProvisioner._unused_request_id`).
+    request_nodes: dict[str, StateNode] | None = None
 
     @property
     def nominate(self) -> bool:
@@ -565,32 +567,39 @@ class NodeProvisioner:
 
     def _unused_request_id(self, request_id: str, planned: PlannedNode, provisioner: Provisioner, attempt: int,
                            salt: str, round_: _Round) -> str:
-        """``request_id``, or the first id of its relaunch chain that names no live Node (pending rounds ask).
+        """``request_id``, or the first id of its relaunch chain whose Node could still take the pods (pending rounds ask).
 
         A request id is stable for its Provisioner and pods (:func:`node_request_id`), and the
         cloud provider answers a request it has seen with the instance it launched then (EC2's
-        ``ClientToken``, the kwok provider's Node names). Pods that are planned again cannot be
-        held by a Node launched under that id (held pods are not provisionable): its
-        nominations ended, by their deadline or because other pods filled it, so the request
-        must change. The next id is salted with the one before (``relaunch:<id>``), so the
-        chain depends on which ids name a Node and nothing else: pods planned a third time
-        skip both earlier nodes. Nodes being deleted do not count (the providers launch anew
-        for an id whose instance is going). Read from the round's node views (the cache's, with
-        our own writes), indexed once per round by their ``groupless.dev/node-request``
-        annotation (a label on kwok's Nodes); at most :data:`MAX_RELAUNCHES` steps.
+        ``ClientToken``, the kwok provider's Node names); the launcher then takes that Node as
+        the launch's. That is right while the Node has room for the pods beside its bound pods
+        and the nominations it holds for others (a launch retried after a restart, a Node
+        adopted from its instance's tags), and wrong once others filled it after these pods'
+        nominations there ended: the pods would be recorded on their way to a full node. Such
+        a request is salted with the id before it (``relaunch:<id>``), so the chain depends on
+        the Nodes alone: pods planned a third time skip both full nodes. Nodes being deleted do
+        not count (the providers launch anew for an id whose instance is going). Read from the
+        round's node views (the cache's, with our own writes), indexed once per round by their
+        ``groupless.dev/node-request`` annotation (a label on kwok's Nodes); at most
+        :data:`MAX_RELAUNCHES` steps.
         """
         if round_.request_nodes is None:
             round_.request_nodes = {
-                request: name for name, view in self.inputs.nodes(round_.snapshot).items()
+                request: view for view in self.inputs.nodes(round_.snapshot).values()
                 if not view.deleting and (request := view.labels.get(wk.NODE_REQUEST_TAG)
                                           or objects.annotations_of(view.node).get(wk.NODE_REQUEST_TAG))
             }
+        wanted = Resources.sum(nom.with_pod_slot(p.requests) for p in planned.pods)
+        now = self.clock.now()
         for _ in range(MAX_RELAUNCHES):
             earlier = round_.request_nodes.get(request_id)
             if earlier is None:
                 break
-            log.info("Node %s was launched for the same pods before and no longer holds them; launching anew",
-                     earlier, extra={"provisioner": provisioner.name})
+            others = nom.reserved(earlier.held(round_.snapshot.pods, now))
+            if wanted.fits(earlier.allocatable - earlier.requested - others):
+                break  # the provider's instance for this id can still take the pods
+            log.info("Node %s was launched for the same pods before and has no room for them now; launching anew",
+                     earlier.name, extra={"provisioner": provisioner.name})
             request_id = node_request_id(provisioner, (p.uid for p in planned.pods), attempt,
                                          salt=salt + "|relaunch:" + request_id)
         return request_id
